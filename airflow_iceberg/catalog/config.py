@@ -1,0 +1,274 @@
+"""One Iceberg catalog's configuration, read from an Airflow connection and validated.
+
+:class:`CatalogConfig` is a plain dataclass so that the mapping to Spark settings
+(:mod:`airflow_iceberg.catalog.spark_settings`) is a pure function that tests can call without
+Airflow, and so that every validation error can name the connection field that is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+
+#: Catalog types Iceberg's ``type`` property understands.
+CATALOG_TYPES = ("hadoop", "hive", "rest", "jdbc", "glue", "nessie")
+SESSION_CATALOG_NAME = "spark_catalog"
+DEFAULT_CATALOG_NAME = "iceberg"
+DEFAULT_ICEBERG_VERSION = "1.10.2"
+DEFAULT_SPARK_VERSION = "3.5"
+DEFAULT_SCALA_VERSION = "2.12"
+CONN_TYPE = "iceberg_catalog"
+
+_CATALOG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*$")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
+
+#: Which catalog property the connection's login and password feed, per catalog type.
+#: ``None`` means the type has no standard property; set ``login_property`` / ``password_property``.
+CREDENTIAL_PROPERTIES: dict[str, tuple[str | None, str | None]] = {
+    "jdbc": ("jdbc.user", "jdbc.password"),
+    "hadoop": ("hadoop.fs.s3a.access.key", "hadoop.fs.s3a.secret.key"),
+    "glue": ("s3.access-key-id", "s3.secret-access-key"),
+    "nessie": (None, "authentication.token"),
+    "hive": (None, None),
+    "rest": (None, None),  # special-cased: login:password -> credential, password alone -> token
+    "custom": (None, None),
+}
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Everything one Airflow connection says about one Iceberg catalog.
+
+    Field names match the connection's extra keys (see ``get_provider_info``'s ``conn-fields``),
+    except ``uri``, ``login`` and ``password``, which come from the connection's own fields.
+    """
+
+    catalog_name: str = DEFAULT_CATALOG_NAME
+    catalog_type: str | None = "hadoop"
+    catalog_impl: str | None = None
+    warehouse: str | None = None
+    uri: str | None = None
+    login: str | None = None
+    password: str | None = field(default=None, repr=False)
+    login_property: str | None = None
+    password_property: str | None = None
+    io_impl: str | None = None
+    default_namespace: str | None = None
+    cache_enabled: bool | None = None
+    cache_expiration_interval_ms: int | None = None
+    catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    hadoop_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    session_catalog: bool = False
+    iceberg_version: str = DEFAULT_ICEBERG_VERSION
+    spark_version: str = DEFAULT_SPARK_VERSION
+    scala_version: str = DEFAULT_SCALA_VERSION
+    runtime_jar: str | None = None
+    extra_jars: tuple[str, ...] = ()
+    extra_packages: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """The catalog type, or ``custom`` for a ``catalog-impl`` class."""
+        return "custom" if self.catalog_impl else str(self.catalog_type)
+
+    def validate(self) -> CatalogConfig:
+        """Raise :class:`InvalidCatalogConfigError` naming the first wrong field; return self."""
+        _check(_CATALOG_NAME_RE.match(self.catalog_name or ""),
+               "catalog_name", f"{self.catalog_name!r} must be letters, digits and underscores, "
+               "starting with a letter or underscore")
+        if self.session_catalog:
+            _check(self.catalog_name == SESSION_CATALOG_NAME, "catalog_name",
+                   f"session_catalog mode replaces Spark's built-in catalog, so the name must be "
+                   f"{SESSION_CATALOG_NAME!r}, not {self.catalog_name!r}")
+        else:
+            _check(self.catalog_name != SESSION_CATALOG_NAME, "catalog_name",
+                   f"{SESSION_CATALOG_NAME!r} is Spark's built-in catalog; set session_catalog=true to wrap it")
+        _check(not (self.catalog_type and self.catalog_impl), "catalog_type",
+               f"give either catalog_type ({self.catalog_type!r}) or catalog_impl ({self.catalog_impl!r}), not both")
+        _check(self.catalog_type or self.catalog_impl, "catalog_type",
+               f"is required: one of {', '.join(CATALOG_TYPES)}, or set catalog_impl to a custom class")
+        if self.catalog_type:
+            _check(self.catalog_type in CATALOG_TYPES, "catalog_type",
+                   f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}")
+        self._validate_locations()
+        self._validate_credentials()
+        for name, properties in (("catalog_properties", self.catalog_properties),
+                                 ("hadoop_properties", self.hadoop_properties)):
+            for key in properties:
+                _check(_PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
+        for name in ("iceberg_version", "spark_version", "scala_version"):
+            _check(_VERSION_RE.match(getattr(self, name) or ""), name,
+                   f"{getattr(self, name)!r} is not a version such as 1.10.2")
+        if self.cache_expiration_interval_ms is not None:
+            _check(self.cache_expiration_interval_ms >= -1, "cache_expiration_interval_ms",
+                   "must be -1 (never expire), 0 (no cache) or a positive number of milliseconds")
+        return self
+
+    def _validate_locations(self) -> None:
+        kind = self.kind
+        if kind in ("hadoop", "glue", "jdbc"):
+            _check(self.warehouse, "warehouse", f"is required for a {kind} catalog")
+        if kind in ("rest", "jdbc", "nessie"):
+            _check(self.uri, "host", f"the catalog URI is required for a {kind} catalog (put it in Host)")
+        if kind == "jdbc":
+            _check(str(self.uri).startswith("jdbc:"), "host",
+                   f"a jdbc catalog URI starts with 'jdbc:', got {self.uri!r}")
+        if kind == "hive" and self.uri:
+            _check(str(self.uri).startswith("thrift://"), "host",
+                   f"a hive catalog URI starts with 'thrift://', got {self.uri!r}")
+        if kind in ("rest", "nessie"):
+            _check(str(self.uri).startswith(("http://", "https://")), "host",
+                   f"a {kind} catalog URI starts with http:// or https://, got {self.uri!r}")
+
+    def _validate_credentials(self) -> None:
+        login_key, password_key = self.credential_properties()
+        if self.kind == "rest" and self.login and not self.password:
+            _check(False, "password", "a REST catalog login is an OAuth2 client id and needs its secret as password")
+        if self.login:
+            _check(login_key, "login", f"a {self.kind} catalog has no standard property for a login; "
+                   "set login_property in the connection extras to the property it should fill")
+        if self.password:
+            _check(password_key, "password", f"a {self.kind} catalog has no standard property for a password; "
+                   "set password_property in the connection extras to the property it should fill")
+
+    def credential_properties(self) -> tuple[str | None, str | None]:
+        """The catalog properties that the connection's login and password go to.
+
+        REST is the one type where both feed a single property: OAuth2 client credentials are
+        ``credential=<client id>:<client secret>``; a password alone is a bearer ``token``.
+        """
+        login_key, password_key = CREDENTIAL_PROPERTIES[self.kind]
+        if self.kind == "rest":
+            login_key, password_key = ("credential", "credential") if self.login else (None, "token")
+        return (self.login_property or login_key, self.password_property or password_key)
+
+
+def _check(condition: object, field_name: str, message: str) -> None:
+    if not condition:
+        raise InvalidCatalogConfigError(f"Iceberg catalog connection field {field_name!r}: {message}")
+
+
+# --------------------------------------------------------------------------- reading a connection
+
+
+def config_from_connection(conn: Any) -> CatalogConfig:
+    """Build a validated :class:`CatalogConfig` from an Airflow ``Connection``.
+
+    Extras may be stored plainly (``catalog_type``) or with the ``extra__iceberg_catalog__``
+    prefix older Airflow UIs use; JSON-typed extras may be objects or JSON strings.
+    """
+    try:
+        extra = conn.extra_dejson
+    except Exception as error:  # Airflow logs and swallows bad JSON in some versions; be explicit
+        raise InvalidCatalogConfigError(f"connection extra is not valid JSON: {error}") from error
+    if conn.extra and not extra:
+        try:
+            json.loads(conn.extra)
+        except ValueError as error:
+            raise InvalidCatalogConfigError(f"connection extra is not valid JSON: {error}") from error
+    if not isinstance(extra, Mapping):
+        raise InvalidCatalogConfigError("connection extra must be a JSON object")
+    return config_from_fields(
+        extra={_strip_prefix(k): v for k, v in extra.items()},
+        host=conn.host,
+        port=conn.port,
+        login=conn.login,
+        password=conn.password,
+    )
+
+
+def _strip_prefix(key: str) -> str:
+    prefix = f"extra__{CONN_TYPE}__"
+    return key[len(prefix):] if key.startswith(prefix) else key
+
+
+def config_from_fields(
+    extra: Mapping[str, Any],
+    host: str | None = None,
+    port: int | None = None,
+    login: str | None = None,
+    password: str | None = None,
+) -> CatalogConfig:
+    """Build and validate a :class:`CatalogConfig` from connection fields and extras."""
+    known = set(CatalogConfig.__dataclass_fields__) - {"uri", "login", "password"}
+    unknown = sorted(set(extra) - known - {"uri"})
+    if unknown:
+        raise InvalidCatalogConfigError(
+            f"unknown Iceberg catalog connection extra field(s): {', '.join(unknown)}; "
+            "put other catalog properties under 'catalog_properties'"
+        )
+    values: dict[str, Any] = {k: v for k, v in extra.items() if k in known and v not in (None, "")}
+    for name in ("session_catalog", "cache_enabled"):
+        if name in values:
+            values[name] = _to_bool(values[name], name)
+    if "cache_expiration_interval_ms" in values:
+        values["cache_expiration_interval_ms"] = _to_int(values["cache_expiration_interval_ms"],
+                                                         "cache_expiration_interval_ms")
+    for name in ("catalog_properties", "hadoop_properties"):
+        if name in values:
+            values[name] = _to_str_dict(values[name], name)
+    for name in ("extra_jars", "extra_packages"):
+        if name in values:
+            values[name] = _to_tuple(values[name])
+    if values.get("catalog_impl") and "catalog_type" not in extra:
+        values["catalog_type"] = None
+    if values.get("session_catalog") and "catalog_name" not in values:
+        values["catalog_name"] = SESSION_CATALOG_NAME
+    uri = extra.get("uri") or _uri(host, port)
+    return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
+
+
+def _uri(host: str | None, port: int | None) -> str | None:
+    if not host:
+        return None
+    if port and not re.search(r":[0-9]+(/|$)", host.split("://", 1)[-1]):
+        scheme, sep, rest = host.partition("://")
+        authority, slash, path = (rest if sep else host).partition("/")
+        authority = f"{authority}:{port}"
+        return f"{scheme}{sep}{authority}{slash}{path}" if sep else f"{authority}{slash}{path}"
+    return host
+
+
+def _to_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise InvalidCatalogConfigError(f"Iceberg catalog connection field {name!r}: {value!r} is not true or false")
+
+
+def _to_int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidCatalogConfigError(
+            f"Iceberg catalog connection field {name!r}: {value!r} is not a whole number") from error
+
+
+def _to_str_dict(value: Any, name: str) -> dict[str, str]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise InvalidCatalogConfigError(
+                f"Iceberg catalog connection field {name!r} is not valid JSON: {error}") from error
+    if not isinstance(value, Mapping):
+        raise InvalidCatalogConfigError(
+            f"Iceberg catalog connection field {name!r} must be a JSON object of property names to values")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+
+
+def _to_tuple(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(item).strip() for item in items if str(item).strip())

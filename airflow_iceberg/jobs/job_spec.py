@@ -1,0 +1,459 @@
+"""The contract between the operators (Airflow side) and the PySpark job (cluster side).
+
+The operators build a :class:`WriteSpec` or :class:`ReadSpec`, turn it into spark-submit application
+arguments with ``to_argv()``, and the job parses them back with :func:`parse_argv`. Keeping both
+directions in one module means the argv format cannot drift between the two sides.
+
+This module is shipped to the cluster next to ``iceberg_job.py`` (``--py-files``), so it imports
+only the standard library: no Airflow, no pyspark.
+
+Every identifier, transform and option key is validated here, before Spark starts, so that a
+typo or an injection attempt fails fast with a message that names the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+class InvalidSpecError(ValueError):
+    """A job specification is invalid; the message names the offending field.
+
+    Defined here rather than in ``airflow_iceberg.exceptions`` because this module runs on the
+    cluster without the rest of the package; ``airflow_iceberg.exceptions`` re-exports it.
+    """
+
+WRITE_MODES = ("create", "replace", "create_or_replace", "append", "overwrite_partitions", "overwrite")
+CREATE_MODES = ("create", "replace", "create_or_replace")
+FILE_FORMATS = ("parquet", "csv", "json", "orc", "avro", "text")
+SINK_MODES = ("create", "replace", "create_or_replace", "append", "overwrite_partitions")
+PATH_SINK_MODES = ("error", "overwrite", "append", "ignore")
+
+#: Snapshot-summary key that tags each commit with the id of the operator run that made it.
+COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
+#: Name of the environment variable through which catalog secrets reach the job.
+SECRET_CONF_ENV = "AIRFLOW_ICEBERG_SECRET_CONF"
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_NAME_RE = re.compile(rf"^{_NAME}$")
+_OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_TRANSFORM_RE = re.compile(
+    rf"^\s*(?:(?P<unary>years|months|days|hours|identity)\s*\(\s*(?P<ucol>{_NAME})\s*\)"
+    rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>[1-9][0-9]*)\s*,\s*(?P<bcol>{_NAME})\s*\)"
+    rf"|(?P<col>{_NAME}))\s*$"
+)
+_QUERY_START_RE = re.compile(r"^\s*\(*\s*(SELECT|WITH|VALUES|FROM|TABLE)\b", re.IGNORECASE)
+
+
+def validate_name(value: str, what: str) -> str:
+    """Return ``value`` if it is a plain SQL name (letters, digits, underscores), else raise.
+
+    Plain names need no quoting, so nothing a user types can escape into SQL.
+    """
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise InvalidSpecError(
+            f"{what} {value!r} is not a valid name: use letters, digits and underscores, "
+            "starting with a letter or underscore"
+        )
+    return value
+
+
+def validate_table_identifier(identifier: str, what: str = "table") -> str:
+    """Check a ``[catalog.]namespace.table`` identifier part by part and return it unchanged.
+
+    Backticks, quotes, spaces, semicolons and empty parts are all rejected, which is what makes
+    identifiers safe to splice into SQL such as ``SELECT * FROM cat.db.t.snapshots``.
+    """
+    if not isinstance(identifier, str) or not identifier:
+        raise InvalidSpecError(f"{what} identifier must be a non-empty string, got {identifier!r}")
+    parts = identifier.split(".")
+    if len(parts) < 2:
+        raise InvalidSpecError(
+            f"{what} identifier {identifier!r} needs at least a namespace and a table name, "
+            "for example 'db.orders' or 'my_catalog.db.orders'"
+        )
+    for part in parts:
+        if not _NAME_RE.match(part):
+            raise InvalidSpecError(
+                f"{what} identifier {identifier!r} has an invalid part {part!r}: each dot-separated part "
+                "must be letters, digits and underscores, starting with a letter or underscore"
+            )
+    return identifier
+
+
+def parse_transform(expression: str) -> tuple[str, str, int | None]:
+    """Parse an Iceberg partition transform into ``(transform, column, argument)``.
+
+    Accepted: ``col``, ``identity(col)``, ``years(col)``, ``months(col)``, ``days(col)``,
+    ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``.
+    """
+    match = _TRANSFORM_RE.match(expression) if isinstance(expression, str) else None
+    if not match:
+        raise InvalidSpecError(
+            f"partition_by entry {expression!r} is not a partition transform; use a column name, "
+            "years(col), months(col), days(col), hours(col), bucket(N, col) or truncate(W, col)"
+        )
+    if match.group("col"):
+        return "identity", match.group("col"), None
+    if match.group("unary"):
+        return match.group("unary"), match.group("ucol"), None
+    return match.group("binary"), match.group("bcol"), int(match.group("n"))
+
+
+def validate_options(options: Mapping[str, object] | None, what: str) -> dict[str, str]:
+    """Return the options as a ``str -> str`` dict with validated keys.
+
+    Values are passed to Spark as data (``.option(k, v)``), never spliced into SQL, so only keys
+    need checking. Booleans become ``true``/``false`` the way Spark expects them.
+    """
+    result: dict[str, str] = {}
+    for key, value in (options or {}).items():
+        if not isinstance(key, str) or not _OPTION_KEY_RE.match(key):
+            raise InvalidSpecError(f"{what} key {key!r} is not valid: use letters, digits, '.', '-' and '_'")
+        if value is None:
+            raise InvalidSpecError(f"{what} {key!r} has no value")
+        result[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return result
+
+
+def validate_query(query: str, what: str = "source query") -> str:
+    """Accept only a read-only query, so a templated source can never run DDL such as DROP TABLE.
+
+    ``spark.sql()`` executes commands eagerly, so this check has to happen before the job calls it.
+    """
+    if not isinstance(query, str) or not _QUERY_START_RE.match(_strip_leading_comments(query)):
+        raise InvalidSpecError(f"{what} must be a query starting with SELECT, WITH, VALUES, FROM or TABLE")
+    if _has_statement_separator(query):
+        raise InvalidSpecError(f"{what} must be a single statement: remove the ';'")
+    return query
+
+
+def validate_condition(condition: str) -> str:
+    """Check an overwrite condition: one boolean SQL expression, no statement separators or comments."""
+    if not isinstance(condition, str) or not condition.strip():
+        raise InvalidSpecError("overwrite mode needs a non-empty condition, for example \"day = '2024-01-01'\"")
+    if _has_statement_separator(condition) or _has_comment(condition):
+        raise InvalidSpecError(
+            f"overwrite condition {condition!r} must be a single expression without ';' or SQL comments"
+        )
+    return condition
+
+
+def _strip_leading_comments(sql: str) -> str:
+    text = sql.lstrip()
+    while text.startswith(("--", "/*")):
+        if text.startswith("--"):
+            newline = text.find("\n")
+            text = "" if newline < 0 else text[newline + 1 :].lstrip()
+        else:
+            end = text.find("*/")
+            text = "" if end < 0 else text[end + 2 :].lstrip()
+    return text
+
+
+def _outside_literals(sql: str) -> str:
+    """Return ``sql`` with the contents of quoted literals and quoted identifiers blanked out."""
+    return re.sub(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`", "''", sql)
+
+
+def _has_statement_separator(sql: str) -> bool:
+    return ";" in _outside_literals(sql)
+
+
+def _has_comment(sql: str) -> bool:
+    bare = _outside_literals(sql)
+    return "--" in bare or "/*" in bare
+
+
+def _require_one(values: Mapping[str, object], what: str, *, allow_none: bool) -> str | None:
+    chosen = [name for name, value in values.items() if value not in (None, "")]
+    if len(chosen) > 1:
+        raise InvalidSpecError(f"{what}: give exactly one of {', '.join(values)}; got {', '.join(chosen)}")
+    if not chosen and not allow_none:
+        raise InvalidSpecError(f"{what}: give one of {', '.join(values)}")
+    return chosen[0] if chosen else None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the rows of a write come from: a query, a table, or files."""
+
+    query: str | None = None
+    table: str | None = None
+    path: str | None = None
+    format: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    def validated(self) -> Source:
+        kind = _require_one({"source_query": self.query, "source_table": self.table, "source_path": self.path},
+                            "source", allow_none=False)
+        if kind == "source_query":
+            validate_query(self.query or "")
+        elif kind == "source_table":
+            validate_table_identifier(self.table or "", "source table")
+        else:
+            if self.format not in FILE_FORMATS:
+                raise InvalidSpecError(f"source_format must be one of {', '.join(FILE_FORMATS)}, got {self.format!r}")
+        if self.options and kind != "source_path":
+            raise InvalidSpecError("source_options apply only to a file source (source_path)")
+        return dataclasses.replace(self, options=validate_options(self.options, "source option"))
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """One DataFrameWriterV2 call: which table, which mode, which rows, and how."""
+
+    table: str
+    mode: str
+    source: Source
+    partition_by: tuple[str, ...] = ()
+    table_properties: dict[str, str] = field(default_factory=dict)
+    write_options: dict[str, str] = field(default_factory=dict)
+    condition: str | None = None
+    merge_schema: bool = False
+
+    def validated(self) -> WriteSpec:
+        """Return a copy with normalised options, or raise :class:`InvalidSpecError` naming the field."""
+        validate_table_identifier(self.table)
+        if self.mode not in WRITE_MODES:
+            raise InvalidSpecError(f"mode must be one of {', '.join(WRITE_MODES)}, got {self.mode!r}")
+        for expression in self.partition_by:
+            parse_transform(expression)
+        if self.partition_by and self.mode not in CREATE_MODES:
+            raise InvalidSpecError(
+                f"partition_by applies when a table is created ({', '.join(CREATE_MODES)}), not in mode {self.mode!r}"
+            )
+        if self.table_properties and self.mode not in CREATE_MODES:
+            raise InvalidSpecError(
+                f"table_properties apply when a table is created ({', '.join(CREATE_MODES)}), not in mode {self.mode!r}"
+            )
+        if (self.mode == "overwrite") != (self.condition is not None):
+            raise InvalidSpecError("condition is required by mode 'overwrite' and only allowed there")
+        if self.condition is not None:
+            validate_condition(self.condition)
+        return dataclasses.replace(
+            self,
+            source=self.source.validated(),
+            partition_by=tuple(self.partition_by),
+            table_properties=validate_options(self.table_properties, "table property"),
+            write_options=validate_options(self.write_options, "write option"),
+        )
+
+    def to_argv(self) -> list[str]:
+        argv = ["write", "--table", self.table, "--mode", self.mode]
+        argv += _source_argv(self.source)
+        for expression in self.partition_by:
+            argv += ["--partition-by", expression]
+        argv += _pairs_argv("--table-property", self.table_properties)
+        argv += _pairs_argv("--write-option", self.write_options)
+        if self.condition is not None:
+            argv += ["--condition", self.condition]
+        if self.merge_schema:
+            argv += ["--merge-schema"]
+        return argv
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """One DataFrameReader call on an Iceberg table, optionally time-travelling, plus where rows go."""
+
+    table: str
+    snapshot_id: int | None = None
+    as_of_timestamp: int | None = None
+    branch: str | None = None
+    tag: str | None = None
+    read_options: dict[str, str] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+    filter: str | None = None
+    sink_table: str | None = None
+    sink_mode: str = "create_or_replace"
+    sink_path: str | None = None
+    sink_format: str = "parquet"
+    sink_path_mode: str = "error"
+    preview_rows: int = 0
+
+    @property
+    def selector(self) -> str | None:
+        """Which time-travel selector is set, if any."""
+        return _require_one(
+            {"snapshot_id": self.snapshot_id, "as_of_timestamp": self.as_of_timestamp,
+             "branch": self.branch, "tag": self.tag},
+            "time travel", allow_none=True,
+        )
+
+    def validated(self) -> ReadSpec:
+        validate_table_identifier(self.table)
+        self.selector  # noqa: B018 - raises when two selectors are given
+        for name in ("snapshot_id", "as_of_timestamp"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidSpecError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in ("branch", "tag"):
+            if getattr(self, name) is not None:
+                validate_name(getattr(self, name), name)
+        for column in self.columns:
+            validate_name(column, "column")
+        if self.filter is not None:
+            validate_condition(self.filter)
+        _require_one({"sink_table": self.sink_table, "sink_path": self.sink_path}, "sink", allow_none=True)
+        if self.sink_table is not None:
+            validate_table_identifier(self.sink_table, "sink table")
+        if self.sink_mode not in SINK_MODES:
+            raise InvalidSpecError(f"sink_mode must be one of {', '.join(SINK_MODES)}, got {self.sink_mode!r}")
+        if self.sink_format not in FILE_FORMATS:
+            raise InvalidSpecError(f"sink_format must be one of {', '.join(FILE_FORMATS)}, got {self.sink_format!r}")
+        if self.sink_path_mode not in PATH_SINK_MODES:
+            raise InvalidSpecError(
+                f"sink_path_mode must be one of {', '.join(PATH_SINK_MODES)}, got {self.sink_path_mode!r}"
+            )
+        if not isinstance(self.preview_rows, int) or not 0 <= self.preview_rows <= 1000:
+            raise InvalidSpecError(f"preview_rows must be an integer from 0 to 1000, got {self.preview_rows!r}")
+        return dataclasses.replace(
+            self, columns=tuple(self.columns), read_options=validate_options(self.read_options, "read option")
+        )
+
+    def to_argv(self) -> list[str]:
+        argv = ["read", "--table", self.table]
+        for flag, value in (("--snapshot-id", self.snapshot_id), ("--as-of-timestamp", self.as_of_timestamp),
+                            ("--branch", self.branch), ("--tag", self.tag), ("--filter", self.filter)):
+            if value is not None:
+                argv += [flag, str(value)]
+        argv += _pairs_argv("--read-option", self.read_options)
+        if self.columns:
+            argv += ["--columns", ",".join(self.columns)]
+        if self.sink_table:
+            argv += ["--sink-table", self.sink_table, "--sink-mode", self.sink_mode]
+        if self.sink_path:
+            argv += ["--sink-path", self.sink_path, "--sink-format", self.sink_format,
+                     "--sink-path-mode", self.sink_path_mode]
+        if self.preview_rows:
+            argv += ["--preview-rows", str(self.preview_rows)]
+        return argv
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A whole job invocation: the action's spec plus where to report and how to tag commits."""
+
+    spec: WriteSpec | ReadSpec
+    result_file: str | None = None
+    commit_id: str | None = None
+    commit_properties: dict[str, str] = field(default_factory=dict)
+
+    def to_argv(self) -> list[str]:
+        argv: list[str] = []
+        if self.result_file:
+            argv += ["--result-file", self.result_file]
+        if self.commit_id:
+            argv += ["--commit-id", self.commit_id]
+        argv += _pairs_argv("--commit-property", self.commit_properties)
+        return argv + self.spec.to_argv()
+
+
+def _source_argv(source: Source) -> list[str]:
+    if source.query is not None:
+        return ["--source-query", source.query]
+    if source.table is not None:
+        return ["--source-table", source.table]
+    return ["--source-path", str(source.path), "--source-format", str(source.format),
+            *_pairs_argv("--source-option", source.options)]
+
+
+def _pairs_argv(flag: str, pairs: Mapping[str, str]) -> list[str]:
+    argv: list[str] = []
+    for key, value in pairs.items():
+        argv += [flag, f"{key}={value}"]
+    return argv
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iceberg_job", description="Iceberg DataFrameWriterV2 / reader job")
+    parser.add_argument("--result-file")
+    parser.add_argument("--commit-id")
+    parser.add_argument("--commit-property", type=_pair, action="append", default=[])
+    actions = parser.add_subparsers(dest="action", required=True)
+
+    write = actions.add_parser("write")
+    write.add_argument("--table", required=True)
+    write.add_argument("--mode", required=True, choices=WRITE_MODES)
+    write.add_argument("--source-query")
+    write.add_argument("--source-table")
+    write.add_argument("--source-path")
+    write.add_argument("--source-format")
+    write.add_argument("--source-option", type=_pair, action="append", default=[])
+    write.add_argument("--partition-by", action="append", default=[])
+    write.add_argument("--table-property", type=_pair, action="append", default=[])
+    write.add_argument("--write-option", type=_pair, action="append", default=[])
+    write.add_argument("--condition")
+    write.add_argument("--merge-schema", action="store_true")
+
+    read = actions.add_parser("read")
+    read.add_argument("--table", required=True)
+    read.add_argument("--snapshot-id", type=int)
+    read.add_argument("--as-of-timestamp", type=int)
+    read.add_argument("--branch")
+    read.add_argument("--tag")
+    read.add_argument("--read-option", type=_pair, action="append", default=[])
+    read.add_argument("--columns")
+    read.add_argument("--filter")
+    read.add_argument("--sink-table")
+    read.add_argument("--sink-mode", default="create_or_replace")
+    read.add_argument("--sink-path")
+    read.add_argument("--sink-format", default="parquet")
+    read.add_argument("--sink-path-mode", default="error")
+    read.add_argument("--preview-rows", type=int, default=0)
+    return parser
+
+
+def parse_argv(argv: Sequence[str]) -> JobRequest:
+    """Parse the job's application arguments back into a validated :class:`JobRequest`."""
+    args = _build_parser().parse_args(list(argv))
+    spec: WriteSpec | ReadSpec
+    if args.action == "write":
+        spec = WriteSpec(
+            table=args.table,
+            mode=args.mode,
+            source=Source(query=args.source_query, table=args.source_table, path=args.source_path,
+                          format=args.source_format, options=dict(args.source_option)),
+            partition_by=tuple(args.partition_by),
+            table_properties=dict(args.table_property),
+            write_options=dict(args.write_option),
+            condition=args.condition,
+            merge_schema=args.merge_schema,
+        )
+    else:
+        spec = ReadSpec(
+            table=args.table,
+            snapshot_id=args.snapshot_id,
+            as_of_timestamp=args.as_of_timestamp,
+            branch=args.branch,
+            tag=args.tag,
+            read_options=dict(args.read_option),
+            columns=tuple(args.columns.split(",")) if args.columns else (),
+            filter=args.filter,
+            sink_table=args.sink_table,
+            sink_mode=args.sink_mode,
+            sink_path=args.sink_path,
+            sink_format=args.sink_format,
+            sink_path_mode=args.sink_path_mode,
+            preview_rows=args.preview_rows,
+        )
+    return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
+                      commit_properties=dict(args.commit_property))
+
+
+def dump_result(result: Mapping[str, object]) -> str:
+    """Serialise a job result the same way on both sides (sorted keys, plain JSON)."""
+    return json.dumps(result, sort_keys=True, default=str)

@@ -1,0 +1,17 @@
+"""Operators that run Iceberg writes and reads through spark-submit."""
+
+from airflow_iceberg.operators.read import IcebergTimeTravelReadOperator
+from airflow_iceberg.operators.write import (
+    IcebergAppendOperator,
+    IcebergCreateTableOperator,
+    IcebergOverwriteOperator,
+    IcebergOverwritePartitionsOperator,
+)
+
+__all__ = [
+    "IcebergAppendOperator",
+    "IcebergCreateTableOperator",
+    "IcebergOverwriteOperator",
+    "IcebergOverwritePartitionsOperator",
+    "IcebergTimeTravelReadOperator",
+]

@@ -1,0 +1,194 @@
+"""What every airflow-iceberg operator shares: a SparkSubmitOperator that submits our PySpark job.
+
+Subclasses only say *what* to do (a :class:`WriteSpec` or :class:`ReadSpec`); this class does
+the rest in ``execute``: validate the request before any JVM starts, turn the catalog
+connection(s) into Spark settings, run spark-submit through the apache-spark provider (so its
+connection, deploy modes, sizing and kill handling all keep working), and return the job's JSON
+result as the task's XCom.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, merge_csv
+from airflow_iceberg.exceptions import IcebergJobError
+from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
+from airflow_iceberg.jobs import ICEBERG_JOB_PATH, JOB_SPEC_PATH
+from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest, ReadSpec, WriteSpec
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
+
+
+class IcebergSparkSubmitOperator(SparkSubmitOperator):
+    """Base class: submit the packaged Iceberg job with the catalog's Spark settings.
+
+    Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
+    executor sizing, ``env_vars``, ``packages``, ``jars``, ``conf`` ...) is accepted and passed on.
+
+    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``. Without
+        a catalog prefix the connection's catalog is used. (templated)
+    :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
+    :param extra_iceberg_conn_ids: More ``iceberg_catalog`` connections to load in the same job,
+        for example to read a source table from another catalog. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "table",
+        "iceberg_conn_id",
+        "extra_iceberg_conn_ids",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        extra_iceberg_conn_ids: Sequence[str] = (),
+        name: str = DEFAULT_JOB_NAME,
+        **kwargs: Any,
+    ) -> None:
+        for reserved in ("application", "application_args"):
+            if reserved in kwargs:
+                raise TypeError(f"{type(self).__name__} submits its own PySpark job; do not pass {reserved!r}")
+        super().__init__(name=name, **kwargs)
+        self.table = table
+        self.iceberg_conn_id = iceberg_conn_id
+        self.extra_iceberg_conn_ids = list(extra_iceberg_conn_ids)
+
+    # ------------------------------------------------------------------ what subclasses provide
+
+    def build_spec(self) -> WriteSpec | ReadSpec:
+        """The job specification for this task, from the (rendered) operator arguments."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared machinery
+
+    @cached_property
+    def catalog_hooks(self) -> list[IcebergCatalogHook]:
+        """One hook per catalog connection: the table's own first, then the extra ones."""
+        conn_ids = dict.fromkeys([self.iceberg_conn_id, *self.extra_iceberg_conn_ids])
+        return [IcebergCatalogHook(iceberg_conn_id=conn_id) for conn_id in conn_ids]
+
+    def catalog_settings(self) -> SparkSettings:
+        settings = SparkSettings()
+        for hook in self.catalog_hooks:
+            settings = settings.merged(hook.spark_settings())
+        return settings
+
+    def qualify(self, identifier: str, catalog_names: Sequence[str]) -> str:
+        """Prefix the default catalog unless the identifier already starts with a configured one."""
+        first = identifier.split(".", 1)[0]
+        if first in catalog_names:
+            return identifier
+        return f"{catalog_names[0]}.{identifier}"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        spec = self.build_spec().validated()  # bad input fails here, before any JVM starts
+        settings = self.catalog_settings()
+        spec = self.qualify_spec(spec, settings.catalog_names).validated()
+        with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
+            result_file = os.path.join(workdir, "result.json")
+            request = JobRequest(
+                spec=spec,
+                result_file=result_file,
+                commit_id=uuid.uuid4().hex,
+                commit_properties=_airflow_identity(context),
+            )
+            self._configure_submit(settings, request)
+            with _exported_environment({SECRET_CONF_ENV: json.dumps(settings.secret_conf)}):
+                try:
+                    super().execute(context)
+                except Exception as error:
+                    failure = _read_result(result_file)
+                    if failure and failure.get("error"):
+                        raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
+                    raise
+            result = _read_result(result_file)
+        if result is None:
+            raise IcebergJobError(
+                f"{spec.table}: the job exited without reporting a result. The result file is written "
+                "by the driver, so it is only available in local and client deploy modes"
+            )
+        self.log_result(result)
+        return result
+
+    def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> WriteSpec | ReadSpec:
+        """Return the spec with every table identifier qualified by its catalog."""
+        raise NotImplementedError
+
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))
+
+    def _configure_submit(self, settings: SparkSettings, request: JobRequest) -> None:
+        """Point SparkSubmitOperator at our job, with the catalog settings merged into the user's.
+
+        The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
+        which is merged so that other extensions (Delta, Sedona ...) keep working.
+        """
+        user_conf = dict(self.conf or {})
+        conf = {**settings.conf, **user_conf}
+        conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
+        self.conf = conf
+        self.jars = merge_csv(self.jars, *settings.jars) or None
+        self.packages = merge_csv(self.packages, *settings.packages) or None
+        self.py_files = merge_csv(self.py_files, str(JOB_SPEC_PATH))
+        self.application = str(ICEBERG_JOB_PATH)
+        self.application_args = request.to_argv()
+
+
+def _airflow_identity(context: Context) -> dict[str, str]:
+    """Snapshot-summary tags that tie each Iceberg commit to the Airflow task that made it."""
+    ti = context.get("ti")
+    if ti is None:
+        return {}
+    return {
+        "airflow.dag-id": str(ti.dag_id),
+        "airflow.task-id": str(ti.task_id),
+        "airflow.run-id": str(ti.run_id),
+        "airflow.map-index": str(getattr(ti, "map_index", -1)),
+        "airflow.try-number": str(getattr(ti, "try_number", 0)),
+    }
+
+
+@contextmanager
+def _exported_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Export ``values`` to this process's environment while spark-submit runs, then restore it.
+
+    This is how catalog secrets reach the driver without touching argv. SparkSubmitHook starts
+    spark-submit with a copy of ``os.environ`` in every mode, whereas its ``env_vars`` argument
+    becomes ``--conf spark.yarn.appMasterEnv.*`` (argv) on YARN and Kubernetes.
+    """
+    previous = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _read_result(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError as error:
+        raise IcebergJobError(f"the job's result file {path} is not valid JSON: {error}") from error

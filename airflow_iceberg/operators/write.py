@@ -1,0 +1,153 @@
+"""Operators that write to an Iceberg table with DataFrameWriterV2.
+
+Each maps to one writer call: ``create`` / ``replace`` / ``createOrReplace``, ``append``,
+``overwritePartitions`` and ``overwrite(condition)``. Rows come from a Spark SQL query, another
+table (in any configured catalog), or files. The XCom is the committed snapshot: its id,
+operation and summary counts (``added_records``, ``total_records`` ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow_iceberg.exceptions import InvalidSpecError
+from airflow_iceberg.jobs.job_spec import CREATE_MODES, ReadSpec, Source, WriteSpec
+from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+
+_WRITE_TEMPLATE_FIELDS = (
+    "source_query",
+    "source_table",
+    "source_path",
+    "source_options",
+    "write_options",
+)
+
+
+class IcebergWriteOperator(IcebergSparkSubmitOperator):
+    """Base class of the write operators: where the rows come from and how they are written.
+
+    Give exactly one source.
+
+    :param source_query: A Spark SQL query (``SELECT``/``WITH``/``VALUES``) producing the rows. (templated)
+    :param source_table: A table to copy rows from, in any configured catalog. (templated)
+    :param source_path: Files to read the rows from; needs ``source_format``. (templated)
+    :param source_format: ``parquet``, ``csv``, ``json``, ``orc``, ``avro`` or ``text``.
+    :param source_options: DataFrameReader options for a file source, e.g. ``{"header": "true"}``. (templated)
+    :param write_options: Iceberg write options, e.g. ``{"write-format": "avro",
+        "isolation-level": "serializable"}``. (templated)
+    :param merge_schema: Add columns that are in the source but not in the table
+        (``merge-schema`` write option; the table needs ``write.spark.accept-any-schema=true``,
+        which the create operator sets when ``merge_schema`` is true). Default False.
+    """
+
+    mode: ClassVar[str]
+    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, *_WRITE_TEMPLATE_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        source_query: str | None = None,
+        source_table: str | None = None,
+        source_path: str | None = None,
+        source_format: str | None = None,
+        source_options: Mapping[str, Any] | None = None,
+        write_options: Mapping[str, Any] | None = None,
+        merge_schema: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source_query = source_query
+        self.source_table = source_table
+        self.source_path = source_path
+        self.source_format = source_format
+        self.source_options = dict(source_options or {})
+        self.write_options = dict(write_options or {})
+        self.merge_schema = merge_schema
+
+    def build_spec(self) -> WriteSpec:
+        return WriteSpec(
+            table=self.table,
+            mode=self.mode,
+            source=Source(query=self.source_query, table=self.source_table, path=self.source_path,
+                          format=self.source_format, options=self.source_options),
+            write_options=self.write_options,
+            merge_schema=self.merge_schema,
+        )
+
+    def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> WriteSpec:
+        assert isinstance(spec, WriteSpec)
+        source = spec.source
+        if source.table:
+            source = dataclasses.replace(source, table=self.qualify(source.table, catalog_names))
+        return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names), source=source)
+
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        self.log.info(
+            "Committed snapshot %s to %s (%s): %s records added, %s records in table",
+            result.get("snapshot_id"), result.get("table"), result.get("operation"),
+            result.get("added_records"), result.get("total_records"),
+        )
+
+
+class IcebergCreateTableOperator(IcebergWriteOperator):
+    """Create an Iceberg table from query results: ``create()``, ``replace()`` or ``createOrReplace()``.
+
+    :param mode: ``create`` (fails if the table exists), ``replace`` (fails if it does not) or
+        ``create_or_replace``. Default ``create``.
+    :param partition_by: Partition transforms: ``col``, ``years(col)``, ``months(col)``,
+        ``days(col)``, ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``. (templated)
+    :param table_properties: Iceberg table properties, e.g. ``{"format-version": "2"}``. (templated)
+    """
+
+    template_fields: Sequence[str] = (*IcebergWriteOperator.template_fields, "partition_by", "table_properties")
+
+    def __init__(
+        self,
+        *,
+        mode: str = "create",
+        partition_by: Sequence[str] = (),
+        table_properties: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.mode = mode  # type: ignore[misc]  # instance value for this class only
+        self.partition_by = list(partition_by)
+        self.table_properties = dict(table_properties or {})
+
+    def build_spec(self) -> WriteSpec:
+        if self.mode not in CREATE_MODES:
+            raise InvalidSpecError(f"mode must be one of {', '.join(CREATE_MODES)}, got {self.mode!r}")
+        return dataclasses.replace(
+            super().build_spec(), partition_by=tuple(self.partition_by), table_properties=self.table_properties
+        )
+
+
+class IcebergAppendOperator(IcebergWriteOperator):
+    """Append rows to an existing Iceberg table (DataFrameWriterV2 ``append()``)."""
+
+    mode = "append"
+
+
+class IcebergOverwritePartitionsOperator(IcebergWriteOperator):
+    """Replace every partition the new rows touch, keep the others (``overwritePartitions()``)."""
+
+    mode = "overwrite_partitions"
+
+
+class IcebergOverwriteOperator(IcebergWriteOperator):
+    """Delete the rows matching ``condition`` and write the new rows, atomically (``overwrite(expr)``).
+
+    :param condition: A Spark SQL boolean expression, e.g. ``"day = DATE'2024-01-02'"``. (templated)
+    """
+
+    mode = "overwrite"
+    template_fields: Sequence[str] = (*IcebergWriteOperator.template_fields, "condition")
+
+    def __init__(self, *, condition: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.condition = condition
+
+    def build_spec(self) -> WriteSpec:
+        return dataclasses.replace(super().build_spec(), condition=self.condition)

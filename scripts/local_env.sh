@@ -1,0 +1,24 @@
+# Source this file to work with the checkout's local Airflow and Spark:  source scripts/local_env.sh
+# It only exports variables; scripts/setup.sh creates what they point at.
+_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export AIRFLOW_HOME="$_root/.airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$_root/dags"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__UNIT_TEST_MODE=False
+# Spark's machine-level settings (loopback only, no UI port) live in spark-defaults.conf, not in DAGs.
+export SPARK_CONF_DIR="$_root/.spark-conf"
+export SPARK_LOCAL_IP=127.0.0.1
+export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
+# Airflow workers find spark-submit on PATH; here it comes from the separate Spark runtime.
+# SPARK_HOME and PYSPARK_PYTHON pin that runtime: otherwise spark-submit's find-spark-home asks
+# the first `python` on PATH, which is Airflow's, whose pyspark-client has no Spark distribution.
+export PATH="$_root/.venv/bin:$_root/.spark-venv/bin:$PATH"
+export PYSPARK_PYTHON="$_root/.spark-venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
+for _home in "$_root"/.spark-venv/lib/python3*/site-packages/pyspark; do export SPARK_HOME="$_home"; done
+unset _home
+# The demo's connections, as a user would define them (see README "Quickstart").
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="{\"conn_type\": \"iceberg_catalog\", \"extra\": {\"catalog_name\": \"demo\", \"catalog_type\": \"hadoop\", \"warehouse\": \"file://$ICEBERG_DEMO_WAREHOUSE\", \"runtime_jar\": \"$ICEBERG_RUNTIME_JAR\"}}"
+unset _root

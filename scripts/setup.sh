@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Set up everything `make demo` and `make test` need, idempotently, from PyPI and apt only:
+#   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
+#   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
+#   .cache/jars/  the Iceberg Spark runtime jar (Maven Central is not needed)
+#   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/local_env.sh
+
+PYTHON=${PYTHON:-python3}
+stamp() { sha256sum "$@" | sha256sum | cut -c1-16; }
+
+make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
+  local dir=$1 req=$2; shift 2
+  local want; want=$(stamp "$req" pyproject.toml)
+  if [ -f "$dir/.installed" ] && [ "$(cat "$dir/.installed")" = "$want" ]; then return; fi
+  echo "==> creating $dir from $req"
+  [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check uv
+  "$dir/bin/uv" pip install --quiet --python "$dir/bin/python" -r "$req" "$@"
+  echo "$want" > "$dir/.installed"
+}
+
+make_venv .venv requirements/airflow.txt -e .
+make_venv .spark-venv requirements/spark.txt
+
+# The real Apache iceberg-spark-runtime jar travels on PyPI inside this wheel. Pin 1.0.2 exactly:
+# the jar in 1.0.3 lacks Iceberg's shaded Jackson and fails with NoClassDefFoundError.
+if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
+  echo "==> fetching $(basename "$ICEBERG_RUNTIME_JAR")"
+  tmp=$(mktemp -d)
+  .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps \
+    "snowpark-connect-deps-iceberg==1.0.2" -d "$tmp"
+  mkdir -p "$(dirname "$ICEBERG_RUNTIME_JAR")"
+  unzip -q -o -j "$tmp"/snowpark_connect_deps_iceberg-1.0.2-*.whl \
+    "snowpark_connect_deps_iceberg/jars/$(basename "$ICEBERG_RUNTIME_JAR")" -d "$(dirname "$ICEBERG_RUNTIME_JAR")"
+  rm -rf "$tmp"
+fi
+
+# JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
+if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \
+   || [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> installing JDBC drivers and PostgreSQL from apt"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      libpostgresql-jdbc-java libxerial-sqlite-jdbc-java postgresql >/dev/null
+  else
+    echo "warning: JDBC drivers or PostgreSQL missing; run as root or install libpostgresql-jdbc-java," \
+         "libxerial-sqlite-jdbc-java and postgresql" >&2
+  fi
+fi
+
+mkdir -p "$AIRFLOW_HOME" "$SPARK_CONF_DIR"
+cp scripts/spark-defaults.conf "$SPARK_CONF_DIR/spark-defaults.conf"
+if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
+  echo "==> migrating the Airflow metadata database in $AIRFLOW_HOME"
+  airflow db migrate >/dev/null
+  touch "$AIRFLOW_HOME/.migrated"
+fi
+echo "==> ready: $(airflow version 2>/dev/null | tail -1) with $(spark-submit --version 2>&1 | grep -o 'version [0-9.]*' | head -1)"
