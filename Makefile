@@ -10,7 +10,7 @@ setup:
 ## Run the daily-orders example DAG on local Spark with a local Hadoop warehouse, then show the table.
 demo: setup
 	$(ENV) rm -rf "$$ICEBERG_DEMO_WAREHOUSE" && airflow dags test iceberg_daily_orders 2024-01-02
-	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" demo.db/orders
+	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
 ## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything).
 test: setup

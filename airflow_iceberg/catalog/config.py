@@ -24,9 +24,9 @@ DEFAULT_SPARK_VERSION = "3.5"
 DEFAULT_SCALA_VERSION = "2.12"
 CONN_TYPE = "iceberg_catalog"
 
-_CATALOG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*$")
+_CATALOG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
 

@@ -1,0 +1,119 @@
+"""A bad connection fails with a message that names the field, before Spark starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_iceberg.catalog.config import config_from_connection, config_from_fields
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+
+
+@pytest.mark.parametrize(
+    ("extra", "fields", "message"),
+    [
+        ({"catalog_type": "delta"}, {}, r"'catalog_type': 'delta' is not one of hadoop, hive"),
+        ({"catalog_type": "hadoop"}, {}, r"'warehouse': is required for a hadoop catalog"),
+        ({"catalog_type": "hive", "catalog_impl": "com.x.Cat"}, {}, r"'catalog_type': give either"),
+        ({"catalog_name": "my-catalog", "warehouse": "/w"}, {}, r"'catalog_name': 'my-catalog' must be"),
+        ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'catalog_name'"),
+        ({"catalog_name": "spark_catalog", "warehouse": "/w"}, {}, r"set session_catalog=true"),
+        ({"catalog_name": "other", "session_catalog": "true", "catalog_type": "hive"}, {},
+         r"name must be 'spark_catalog'"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'host': the catalog URI is required"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "postgresql://db"}, r"starts with 'jdbc:'"),
+        ({"catalog_type": "rest"}, {"host": "thrift://x:1"}, r"starts with http:// or https://"),
+        ({"catalog_type": "hive"}, {"host": "http://x:1"}, r"starts with 'thrift://'"),
+        ({"catalog_type": "hive"}, {"login": "bob"}, r"'login': a hive catalog has no standard property"),
+        ({"catalog_impl": "com.x.Cat"}, {"password": "p"}, r"'password': a custom catalog"),
+        ({"catalog_type": "rest"}, {"host": "http://r", "login": "id"}, r"needs its secret as password"),
+        ({"warehouse": "/w", "cache_enabled": "maybe"}, {}, r"'cache_enabled': 'maybe' is not true or false"),
+        ({"warehouse": "/w", "cache_expiration_interval_ms": "soon"}, {}, r"not a whole number"),
+        ({"warehouse": "/w", "cache_expiration_interval_ms": -5}, {}, r"must be -1"),
+        ({"warehouse": "/w", "catalog_properties": "{not json"}, {}, r"'catalog_properties' is not valid JSON"),
+        ({"warehouse": "/w", "hadoop_properties": "[1, 2]"}, {}, r"must be a JSON object"),
+        ({"warehouse": "/w", "catalog_properties": {"bad key": "v"}}, {}, r"key 'bad key' is not a valid"),
+        ({"warehouse": "/w", "warehuose": "/typo"}, {}, r"unknown Iceberg catalog connection extra field\(s\): warehuose"),
+        ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'iceberg_version'"),
+    ],
+)
+def test_invalid_configuration_names_the_field(extra, fields, message):
+    with pytest.raises(InvalidCatalogConfigError, match=message):
+        config_from_fields(extra, **fields)
+
+
+def test_a_config_without_type_or_impl_is_refused():
+    from airflow_iceberg.catalog.config import CatalogConfig
+
+    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+        CatalogConfig(catalog_type=None, warehouse="/w").validate()
+
+
+def test_empty_form_fields_fall_back_to_defaults():
+    config = config_from_fields({"catalog_type": None, "catalog_impl": "", "warehouse": "/w"})
+    assert config.catalog_type == "hadoop"
+
+
+def test_valid_minimal_hadoop_config_uses_documented_defaults():
+    config = config_from_fields({"warehouse": "file:///wh"})
+    assert (config.catalog_name, config.catalog_type, config.iceberg_version) == ("iceberg", "hadoop", "1.10.2")
+
+
+def test_catalog_impl_alone_clears_the_default_type():
+    config = config_from_fields({"catalog_impl": "org.apache.iceberg.jdbc.JdbcCatalog"})
+    assert (config.kind, config.catalog_type) == ("custom", None)
+
+
+def test_session_catalog_defaults_its_name():
+    config = config_from_fields({"session_catalog": True, "catalog_type": "hive"})
+    assert config.catalog_name == "spark_catalog"
+
+
+def test_port_is_added_to_a_host_without_one():
+    assert config_from_fields({"catalog_type": "hive"}, host="thrift://meta", port=9083).uri == "thrift://meta:9083"
+    assert config_from_fields({"catalog_type": "hive"}, host="thrift://meta:1", port=9083).uri == "thrift://meta:1"
+    rest = config_from_fields({"catalog_type": "rest"}, host="http://rest/api/catalog", port=8181)
+    assert rest.uri == "http://rest:8181/api/catalog"
+
+
+def test_password_is_not_in_the_config_repr():
+    config = config_from_fields({"catalog_type": "jdbc", "warehouse": "/w"}, host="jdbc:sqlite:/x.db",
+                                login="u", password="hunter2")
+    assert "hunter2" not in repr(config)
+
+
+class _Conn:
+    def __init__(self, extra, **fields):
+        self.extra = extra
+        self.host = fields.get("host")
+        self.port = fields.get("port")
+        self.login = fields.get("login")
+        self.password = fields.get("password")
+
+    @property
+    def extra_dejson(self):
+        import json
+
+        try:
+            return json.loads(self.extra) if self.extra else {}
+        except ValueError:
+            return {}  # what Airflow's Connection does with malformed extra: log and return {}
+
+
+def test_malformed_extra_json_is_a_clear_error_not_an_empty_config():
+    with pytest.raises(InvalidCatalogConfigError, match="connection extra is not valid JSON"):
+        config_from_connection(_Conn('{"catalog_type": "hive",'))
+
+
+def test_prefixed_extra_keys_from_older_forms_are_accepted():
+    config = config_from_connection(_Conn('{"extra__iceberg_catalog__warehouse": "/w"}'))
+    assert config.warehouse == "/w"
+
+
+def test_real_airflow_connection_from_uri_and_json(monkeypatch):
+    from airflow.sdk import Connection
+
+    conn = Connection.from_json(
+        '{"conn_type": "iceberg_catalog", "host": "jdbc:postgresql://db:5432/cat", "login": "etl", '
+        '"password": "pw", "extra": {"catalog_type": "jdbc", "warehouse": "s3://w"}}', conn_id="c")
+    config = config_from_connection(conn)
+    assert (config.uri, config.login, config.password) == ("jdbc:postgresql://db:5432/cat", "etl", "pw")

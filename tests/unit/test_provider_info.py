@@ -1,0 +1,50 @@
+"""The provider registers its connection type the way Airflow 3 reads it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import airflow
+import jsonschema
+
+from airflow_iceberg.get_provider_info import get_provider_info
+
+
+def test_provider_info_matches_airflows_own_schema():
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(get_provider_info(), schema)
+
+
+def test_connection_type_section_matches_provider_yaml_schema():
+    schema = json.loads((Path(airflow.__file__).parent / "provider.yaml.schema.json").read_text())
+    connection_schema = schema["properties"]["connection-types"]["items"]
+    for connection_type in get_provider_info()["connection-types"]:
+        jsonschema.validate(connection_type, connection_schema)
+
+
+def test_entry_point_points_at_get_provider_info():
+    entry_points = importlib.metadata.entry_points(group="apache_airflow_provider")
+    ours = [ep for ep in entry_points if ep.value.startswith("airflow_iceberg")]
+    assert [ep.value for ep in ours] == ["airflow_iceberg.get_provider_info:get_provider_info"]
+    assert ours[0].load()() == get_provider_info()
+
+
+def test_providers_manager_registers_the_iceberg_catalog_form():
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+    assert "airflow-iceberg" in manager.providers
+    hook = manager.hooks["iceberg_catalog"]  # deprecated accessor, still the one the UI uses
+    assert hook.hook_class_name == "airflow_iceberg.hooks.iceberg_catalog.IcebergCatalogHook"
+    widgets = manager.connection_form_widgets
+    assert "extra__iceberg_catalog__warehouse" in widgets
+    assert "extra__iceberg_catalog__catalog_type" in widgets
+    behaviour = manager.field_behaviours["iceberg_catalog"]
+    assert "schema" in behaviour["hidden_fields"]
+    assert behaviour["relabeling"]["host"] == "URI"
+
+
+def test_iceberg_connection_type_does_not_clash_with_the_official_provider():
+    assert get_provider_info()["connection-types"][0]["connection-type"] == "iceberg_catalog"

@@ -1,0 +1,191 @@
+"""The mapping from a connection to Spark settings, for every catalog type, asserted exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_iceberg.catalog.config import config_from_fields
+from airflow_iceberg.catalog.spark_settings import (
+    ICEBERG_EXTENSIONS,
+    REDACTION_REGEX,
+    combined_settings,
+    runtime_coordinate,
+    spark_settings,
+)
+from airflow_iceberg.exceptions import CatalogSettingsConflictError, InvalidCatalogConfigError
+
+BASE = {"spark.sql.extensions": ICEBERG_EXTENSIONS, "spark.redaction.regex": REDACTION_REGEX}
+
+
+def settings_for(extra, **fields):
+    return spark_settings(config_from_fields(extra, **fields))
+
+
+def test_hadoop_catalog_with_local_runtime_jar():
+    settings = settings_for({"catalog_name": "hadoop_prod", "catalog_type": "hadoop",
+                             "warehouse": "hdfs://nn:8020/warehouse/path", "runtime_jar": "/opt/iceberg.jar"})
+    assert settings.conf == {
+        **BASE,
+        "spark.sql.catalog.hadoop_prod": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.hadoop_prod.type": "hadoop",
+        "spark.sql.catalog.hadoop_prod.warehouse": "hdfs://nn:8020/warehouse/path",
+    }
+    assert settings.secret_conf == {}
+    assert settings.jars == ("/opt/iceberg.jar",)
+    assert settings.packages == ()
+
+
+def test_default_runtime_is_the_maven_coordinate_for_spark_and_scala():
+    settings = settings_for({"catalog_type": "hadoop", "warehouse": "/wh"})
+    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)
+    config = config_from_fields({"catalog_type": "hadoop", "warehouse": "/wh", "spark_version": "3.4.1",
+                                 "scala_version": "2.13", "iceberg_version": "1.6.0"})
+    assert runtime_coordinate(config) == "org.apache.iceberg:iceberg-spark-runtime-3.4_2.13:1.6.0"
+
+
+def test_hive_catalog_from_host_and_port():
+    settings = settings_for({"catalog_name": "hive_prod", "catalog_type": "hive", "warehouse": "file:///wh",
+                             "cache_enabled": "false", "cache_expiration_interval_ms": "60000",
+                             "default_namespace": "sales"}, host="thrift://metastore", port=9083)
+    assert settings.conf == {
+        **BASE,
+        "spark.sql.catalog.hive_prod": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.hive_prod.type": "hive",
+        "spark.sql.catalog.hive_prod.uri": "thrift://metastore:9083",
+        "spark.sql.catalog.hive_prod.warehouse": "file:///wh",
+        "spark.sql.catalog.hive_prod.default-namespace": "sales",
+        "spark.sql.catalog.hive_prod.cache-enabled": "false",
+        "spark.sql.catalog.hive_prod.cache.expiration-interval-ms": "60000",
+    }
+
+
+def test_jdbc_credentials_are_split_out_as_secrets():
+    settings = settings_for({"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": "file:///wh",
+                             "extra_jars": "/usr/share/java/postgresql.jar"},
+                            host="jdbc:postgresql://127.0.0.1:5432/iceberg", login="etl", password="s3cret")
+    assert settings.conf["spark.sql.catalog.pg.jdbc.user"] == "etl"
+    assert settings.conf["spark.sql.catalog.pg.jdbc.schema-version"] == "V1"
+    assert settings.conf["spark.sql.catalog.pg.uri"] == "jdbc:postgresql://127.0.0.1:5432/iceberg"
+    assert settings.secret_conf == {"spark.sql.catalog.pg.jdbc.password": "s3cret"}
+    assert "s3cret" not in repr(settings)
+    assert settings.jars == ("/usr/share/java/postgresql.jar",)
+
+
+def test_rest_oauth2_client_credentials():
+    settings = settings_for({"catalog_name": "rest_prod", "catalog_type": "rest",
+                             "catalog_properties": {"oauth2-server-uri": "https://idp/v1/oauth/tokens",
+                                                    "scope": "PRINCIPAL_ROLE:ALL",
+                                                    "warehouse": "analytics"}},
+                            host="https://rest.example.com/api/catalog", login="client-id", password="client-secret")
+    assert settings.conf == {
+        **BASE,
+        "spark.sql.catalog.rest_prod": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.rest_prod.type": "rest",
+        "spark.sql.catalog.rest_prod.uri": "https://rest.example.com/api/catalog",
+        "spark.sql.catalog.rest_prod.oauth2-server-uri": "https://idp/v1/oauth/tokens",
+        "spark.sql.catalog.rest_prod.scope": "PRINCIPAL_ROLE:ALL",
+        "spark.sql.catalog.rest_prod.warehouse": "analytics",
+    }
+    assert settings.secret_conf == {"spark.sql.catalog.rest_prod.credential": "client-id:client-secret"}
+
+
+def test_rest_bearer_token_from_password_alone():
+    settings = settings_for({"catalog_type": "rest"}, host="http://127.0.0.1:8181", password="tok")
+    assert settings.secret_conf == {"spark.sql.catalog.iceberg.token": "tok"}
+
+
+def test_nessie_token_and_glue_keys():
+    nessie = settings_for({"catalog_type": "nessie", "catalog_properties": {"ref": "main"}},
+                          host="http://nessie:19120/api/v2", password="tok")
+    assert nessie.secret_conf == {"spark.sql.catalog.iceberg.authentication.token": "tok"}
+    assert nessie.conf["spark.sql.catalog.iceberg.ref"] == "main"
+    glue = settings_for({"catalog_type": "glue", "warehouse": "s3://bucket/wh",
+                         "io_impl": "org.apache.iceberg.aws.s3.S3FileIO"}, login="AKIA", password="secret")
+    assert glue.conf["spark.sql.catalog.iceberg.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert glue.secret_conf == {"spark.sql.catalog.iceberg.s3.access-key-id": "AKIA",
+                                "spark.sql.catalog.iceberg.s3.secret-access-key": "secret"}
+
+
+def test_custom_catalog_impl_in_the_emr_dlf_shape():
+    settings = settings_for(
+        {"catalog_name": "dlf_catalog", "catalog_impl": "org.apache.iceberg.aliyun.dlf.DlfCatalog",
+         "io_impl": "org.apache.iceberg.hadoop.HadoopFileIO", "warehouse": "oss://bucket/wh",
+         "login_property": "access.key.id", "password_property": "access.key.secret",
+         "catalog_properties": {"oss.endpoint": "oss-cn-hangzhou.aliyuncs.com", "dlf.catalog-id": "123",
+                                "dlf.endpoint": "dlf.cn-hangzhou.aliyuncs.com", "dlf.region-id": "cn-hangzhou"}},
+        login="LTAI-key-id", password="key-secret",
+    )
+    prefix = "spark.sql.catalog.dlf_catalog"
+    assert settings.conf == {
+        **BASE,
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.catalog-impl": "org.apache.iceberg.aliyun.dlf.DlfCatalog",
+        f"{prefix}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+        f"{prefix}.warehouse": "oss://bucket/wh",
+        f"{prefix}.oss.endpoint": "oss-cn-hangzhou.aliyuncs.com",
+        f"{prefix}.dlf.catalog-id": "123",
+        f"{prefix}.dlf.endpoint": "dlf.cn-hangzhou.aliyuncs.com",
+        f"{prefix}.dlf.region-id": "cn-hangzhou",
+    }
+    # The access key id is half of a credential: it stays off argv too.
+    assert settings.secret_conf == {f"{prefix}.access.key.id": "LTAI-key-id",
+                                    f"{prefix}.access.key.secret": "key-secret"}
+
+
+def test_per_catalog_hadoop_properties_and_s3a_keys():
+    settings = settings_for({"catalog_name": "hadoop_prod", "catalog_type": "hadoop", "warehouse": "s3a://b/wh",
+                             "hadoop_properties": '{"fs.s3a.endpoint": "http://aws-local:9000", '
+                                                  '"hadoop.fs.s3a.path.style.access": true}'},
+                            login="minio", password="minio123")
+    assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.endpoint"] == "http://aws-local:9000"
+    assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.path.style.access"] == "true"
+    assert settings.secret_conf == {"spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.access.key": "minio",
+                                    "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.secret.key": "minio123"}
+
+
+def test_secret_looking_extra_properties_never_reach_argv_settings():
+    settings = settings_for({"catalog_type": "rest", "catalog_properties": {
+        "s3.secret-access-key": "x", "s3.access-key-id": "y", "header.X-Api-Token": "z", "s3.endpoint": "e"}},
+        host="http://rest:8181")
+    assert set(settings.secret_conf) == {"spark.sql.catalog.iceberg.s3.secret-access-key",
+                                         "spark.sql.catalog.iceberg.s3.access-key-id",
+                                         "spark.sql.catalog.iceberg.header.X-Api-Token"}
+    assert "spark.sql.catalog.iceberg.s3.endpoint" in settings.conf
+
+
+def test_session_catalog_over_hive_shares_the_metastore_with_spark():
+    settings = settings_for({"catalog_type": "hive", "session_catalog": True, "warehouse": "file:///wh"},
+                            host="thrift://127.0.0.1:9083")
+    assert settings.catalog_names == ("spark_catalog",)
+    assert settings.conf["spark.sql.catalog.spark_catalog"] == "org.apache.iceberg.spark.SparkSessionCatalog"
+    assert settings.conf["spark.sql.catalog.spark_catalog.type"] == "hive"
+    assert settings.conf["spark.sql.catalogImplementation"] == "hive"
+    assert settings.conf["spark.hadoop.hive.metastore.uris"] == "thrift://127.0.0.1:9083"
+    assert settings.conf["spark.sql.warehouse.dir"] == "file:///wh"
+
+
+def test_two_catalogs_in_one_job_merge_without_clashing():
+    hive = config_from_fields({"catalog_name": "hive_prod", "catalog_type": "hive"}, host="thrift://h:9083")
+    jdbc = config_from_fields({"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": "/wh",
+                               "runtime_jar": "/r.jar", "extra_jars": "/pg.jar"},
+                              host="jdbc:postgresql://db/c", login="u", password="p")
+    settings = combined_settings([hive, jdbc])
+    assert settings.catalog_names == ("hive_prod", "pg")
+    assert settings.conf["spark.sql.catalog.hive_prod.type"] == "hive"
+    assert settings.conf["spark.sql.catalog.pg.type"] == "jdbc"
+    assert settings.conf["spark.sql.extensions"] == ICEBERG_EXTENSIONS
+    assert settings.secret_conf == {"spark.sql.catalog.pg.jdbc.password": "p"}
+    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)
+    assert settings.jars == ("/r.jar", "/pg.jar")
+
+
+def test_two_connections_with_the_same_catalog_name_are_refused():
+    one = config_from_fields({"catalog_name": "c", "catalog_type": "hadoop", "warehouse": "/a"})
+    two = config_from_fields({"catalog_name": "c", "catalog_type": "hadoop", "warehouse": "/b"})
+    with pytest.raises(CatalogSettingsConflictError, match="both define catalog 'c'"):
+        combined_settings([one, two])
+
+
+def test_a_property_set_twice_is_refused():
+    with pytest.raises(InvalidCatalogConfigError, match="'warehouse' is already set"):
+        settings_for({"catalog_type": "hadoop", "warehouse": "/a", "catalog_properties": {"warehouse": "/b"}})
