@@ -33,10 +33,14 @@ def main(warehouse: str, identifier: str) -> None:
     print("Snapshots:")
     for snapshot in table.snapshots():
         summary = snapshot.summary
-        when = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
-        print(f"  {snapshot.snapshot_id:>20}  {when}  {summary.operation.value:<9}"
-              f" added={summary.get('added-records') or 0:>4} deleted={summary.get('deleted-records') or 0:>4}"
-              f" total={summary.get('total-records') or 0:>4}")
+        when = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=timezone.utc).isoformat(
+            timespec="seconds"
+        )
+        print(
+            f"  {snapshot.snapshot_id:>20}  {when}  {summary.operation.value:<9}"
+            f" added={summary.get('added-records') or 0:>4} deleted={summary.get('deleted-records') or 0:>4}"
+            f" total={summary.get('total-records') or 0:>4}"
+        )
     rows = table.scan().to_arrow()
     print(f"Current rows: {rows.num_rows}")
     if "order_date" in rows.column_names:

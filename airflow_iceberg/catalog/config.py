@@ -81,35 +81,62 @@ class CatalogConfig:
 
     def validate(self) -> CatalogConfig:
         """Raise :class:`InvalidCatalogConfigError` naming the first wrong field; return self."""
-        _check(_CATALOG_NAME_RE.match(self.catalog_name or ""),
-               "catalog_name", f"{self.catalog_name!r} must be letters, digits and underscores, "
-               "starting with a letter or underscore")
+        _check(
+            _CATALOG_NAME_RE.match(self.catalog_name or ""),
+            "catalog_name",
+            f"{self.catalog_name!r} must be letters, digits and underscores, "
+            "starting with a letter or underscore",
+        )
         if self.session_catalog:
-            _check(self.catalog_name == SESSION_CATALOG_NAME, "catalog_name",
-                   f"session_catalog mode replaces Spark's built-in catalog, so the name must be "
-                   f"{SESSION_CATALOG_NAME!r}, not {self.catalog_name!r}")
+            _check(
+                self.catalog_name == SESSION_CATALOG_NAME,
+                "catalog_name",
+                f"session_catalog mode replaces Spark's built-in catalog, so the name must be "
+                f"{SESSION_CATALOG_NAME!r}, not {self.catalog_name!r}",
+            )
         else:
-            _check(self.catalog_name != SESSION_CATALOG_NAME, "catalog_name",
-                   f"{SESSION_CATALOG_NAME!r} is Spark's built-in catalog; set session_catalog=true to wrap it")
-        _check(not (self.catalog_type and self.catalog_impl), "catalog_type",
-               f"give either catalog_type ({self.catalog_type!r}) or catalog_impl ({self.catalog_impl!r}), not both")
-        _check(self.catalog_type or self.catalog_impl, "catalog_type",
-               f"is required: one of {', '.join(CATALOG_TYPES)}, or set catalog_impl to a custom class")
+            _check(
+                self.catalog_name != SESSION_CATALOG_NAME,
+                "catalog_name",
+                f"{SESSION_CATALOG_NAME!r} is Spark's built-in catalog; set session_catalog=true to wrap it",
+            )
+        _check(
+            not (self.catalog_type and self.catalog_impl),
+            "catalog_type",
+            f"give either catalog_type ({self.catalog_type!r}) or catalog_impl ({self.catalog_impl!r}), "
+            "not both",
+        )
+        _check(
+            self.catalog_type or self.catalog_impl,
+            "catalog_type",
+            f"is required: one of {', '.join(CATALOG_TYPES)}, or set catalog_impl to a custom class",
+        )
         if self.catalog_type:
-            _check(self.catalog_type in CATALOG_TYPES, "catalog_type",
-                   f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}")
+            _check(
+                self.catalog_type in CATALOG_TYPES,
+                "catalog_type",
+                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}",
+            )
         self._validate_locations()
         self._validate_credentials()
-        for name, properties in (("catalog_properties", self.catalog_properties),
-                                 ("hadoop_properties", self.hadoop_properties)):
+        for name, properties in (
+            ("catalog_properties", self.catalog_properties),
+            ("hadoop_properties", self.hadoop_properties),
+        ):
             for key in properties:
                 _check(_PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
         for name in ("iceberg_version", "spark_version", "scala_version"):
-            _check(_VERSION_RE.match(getattr(self, name) or ""), name,
-                   f"{getattr(self, name)!r} is not a version such as 1.10.2")
+            _check(
+                _VERSION_RE.match(getattr(self, name) or ""),
+                name,
+                f"{getattr(self, name)!r} is not a version such as 1.10.2",
+            )
         if self.cache_expiration_interval_ms is not None:
-            _check(self.cache_expiration_interval_ms >= -1, "cache_expiration_interval_ms",
-                   "must be -1 (never expire), 0 (no cache) or a positive number of milliseconds")
+            _check(
+                self.cache_expiration_interval_ms >= -1,
+                "cache_expiration_interval_ms",
+                "must be -1 (never expire), 0 (no cache) or a positive number of milliseconds",
+            )
         return self
 
     def _validate_locations(self) -> None:
@@ -119,25 +146,46 @@ class CatalogConfig:
         if kind in ("rest", "jdbc", "nessie"):
             _check(self.uri, "host", f"the catalog URI is required for a {kind} catalog (put it in Host)")
         if kind == "jdbc":
-            _check(str(self.uri).startswith("jdbc:"), "host",
-                   f"a jdbc catalog URI starts with 'jdbc:', got {self.uri!r}")
+            _check(
+                str(self.uri).startswith("jdbc:"),
+                "host",
+                f"a jdbc catalog URI starts with 'jdbc:', got {self.uri!r}",
+            )
         if kind == "hive" and self.uri:
-            _check(str(self.uri).startswith("thrift://"), "host",
-                   f"a hive catalog URI starts with 'thrift://', got {self.uri!r}")
+            _check(
+                str(self.uri).startswith("thrift://"),
+                "host",
+                f"a hive catalog URI starts with 'thrift://', got {self.uri!r}",
+            )
         if kind in ("rest", "nessie"):
-            _check(str(self.uri).startswith(("http://", "https://")), "host",
-                   f"a {kind} catalog URI starts with http:// or https://, got {self.uri!r}")
+            _check(
+                str(self.uri).startswith(("http://", "https://")),
+                "host",
+                f"a {kind} catalog URI starts with http:// or https://, got {self.uri!r}",
+            )
 
     def _validate_credentials(self) -> None:
         login_key, password_key = self.credential_properties()
         if self.kind == "rest" and self.login and not self.password:
-            _check(False, "password", "a REST catalog login is an OAuth2 client id and needs its secret as password")
+            _check(
+                False,
+                "password",
+                "a REST catalog login is an OAuth2 client id and needs its secret as password",
+            )
         if self.login:
-            _check(login_key, "login", f"a {self.kind} catalog has no standard property for a login; "
-                   "set login_property in the connection extras to the property it should fill")
+            _check(
+                login_key,
+                "login",
+                f"a {self.kind} catalog has no standard property for a login; "
+                "set login_property in the connection extras to the property it should fill",
+            )
         if self.password:
-            _check(password_key, "password", f"a {self.kind} catalog has no standard property for a password; "
-                   "set password_property in the connection extras to the property it should fill")
+            _check(
+                password_key,
+                "password",
+                f"a {self.kind} catalog has no standard property for a password; "
+                "set password_property in the connection extras to the property it should fill",
+            )
 
     def credential_properties(self) -> tuple[str | None, str | None]:
         """The catalog properties that the connection's login and password go to.
@@ -187,7 +235,7 @@ def config_from_connection(conn: Any) -> CatalogConfig:
 
 def _strip_prefix(key: str) -> str:
     prefix = f"extra__{CONN_TYPE}__"
-    return key[len(prefix):] if key.startswith(prefix) else key
+    return key[len(prefix) :] if key.startswith(prefix) else key
 
 
 def config_from_fields(
@@ -205,25 +253,21 @@ def config_from_fields(
             f"unknown Iceberg catalog connection extra field(s): {', '.join(unknown)}; "
             "put other catalog properties under 'catalog_properties'"
         )
-    values: dict[str, Any] = {k: v for k, v in extra.items() if k in known and v not in (None, "")}
-    for name in ("session_catalog", "cache_enabled"):
-        if name in values:
-            values[name] = _to_bool(values[name], name)
-    if "cache_expiration_interval_ms" in values:
-        values["cache_expiration_interval_ms"] = _to_int(values["cache_expiration_interval_ms"],
-                                                         "cache_expiration_interval_ms")
-    for name in ("catalog_properties", "hadoop_properties"):
-        if name in values:
-            values[name] = _to_str_dict(values[name], name)
-    for name in ("extra_jars", "extra_packages"):
-        if name in values:
-            values[name] = _to_tuple(values[name])
+    values: dict[str, Any] = {
+        name: _CONVERTERS.get(name, _as_is)(value, name)
+        for name, value in extra.items()
+        if name in known and value not in (None, "")
+    }
     if values.get("catalog_impl") and "catalog_type" not in extra:
         values["catalog_type"] = None
     if values.get("session_catalog") and "catalog_name" not in values:
         values["catalog_name"] = SESSION_CATALOG_NAME
     uri = extra.get("uri") or _uri(host, port)
     return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
+
+
+def _as_is(value: Any, name: str) -> Any:
+    return value
 
 
 def _uri(host: str | None, port: int | None) -> str | None:
@@ -245,7 +289,9 @@ def _to_bool(value: Any, name: str) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise InvalidCatalogConfigError(f"Iceberg catalog connection field {name!r}: {value!r} is not true or false")
+    raise InvalidCatalogConfigError(
+        f"Iceberg catalog connection field {name!r}: {value!r} is not true or false"
+    )
 
 
 def _to_int(value: Any, name: str) -> int:
@@ -253,7 +299,8 @@ def _to_int(value: Any, name: str) -> int:
         return int(value)
     except (TypeError, ValueError) as error:
         raise InvalidCatalogConfigError(
-            f"Iceberg catalog connection field {name!r}: {value!r} is not a whole number") from error
+            f"Iceberg catalog connection field {name!r}: {value!r} is not a whole number"
+        ) from error
 
 
 def _to_str_dict(value: Any, name: str) -> dict[str, str]:
@@ -262,13 +309,27 @@ def _to_str_dict(value: Any, name: str) -> dict[str, str]:
             value = json.loads(value)
         except ValueError as error:
             raise InvalidCatalogConfigError(
-                f"Iceberg catalog connection field {name!r} is not valid JSON: {error}") from error
+                f"Iceberg catalog connection field {name!r} is not valid JSON: {error}"
+            ) from error
     if not isinstance(value, Mapping):
         raise InvalidCatalogConfigError(
-            f"Iceberg catalog connection field {name!r} must be a JSON object of property names to values")
+            f"Iceberg catalog connection field {name!r} must be a JSON object of property names to values"
+        )
     return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
 
 
-def _to_tuple(value: Any) -> tuple[str, ...]:
+def _to_tuple(value: Any, name: str) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else list(value)
     return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+#: How each extra field's JSON value becomes a CatalogConfig attribute (UI forms send strings).
+_CONVERTERS = {
+    "session_catalog": _to_bool,
+    "cache_enabled": _to_bool,
+    "cache_expiration_interval_ms": _to_int,
+    "catalog_properties": _to_str_dict,
+    "hadoop_properties": _to_str_dict,
+    "extra_jars": _to_tuple,
+    "extra_packages": _to_tuple,
+}

@@ -48,8 +48,10 @@ def _check_hadoop(config: CatalogConfig) -> str:
     path = _local_path(str(config.warehouse))
     if path is None:
         scheme = urlparse(str(config.warehouse)).scheme
-        return (f"Configuration is valid. The {scheme}:// warehouse {config.warehouse} was not contacted: "
-                "that needs the Hadoop file system on the cluster")
+        return (
+            f"Configuration is valid. The {scheme}:// warehouse {config.warehouse} was not contacted: "
+            "that needs the Hadoop file system on the cluster"
+        )
     existing = path
     while not os.path.exists(existing):
         existing = os.path.dirname(existing.rstrip("/")) or "/"
@@ -74,7 +76,7 @@ def _check_hive(config: CatalogConfig) -> str:
 def _check_jdbc(config: CatalogConfig) -> str:
     uri = str(config.uri)
     if uri.startswith("jdbc:sqlite:"):
-        path = uri[len("jdbc:sqlite:"):]
+        path = uri[len("jdbc:sqlite:") :]
         if path.startswith("file:"):
             path = _local_path(path) or path
         if not os.path.exists(path) and not os.access(os.path.dirname(path) or ".", os.W_OK):
@@ -85,10 +87,14 @@ def _check_jdbc(config: CatalogConfig) -> str:
     if uri.startswith("jdbc:postgresql:"):
         import psycopg2
 
-        target = urlparse(uri[len("jdbc:"):])
+        target = urlparse(uri[len("jdbc:") :])
         connection = psycopg2.connect(
-            host=target.hostname, port=target.port or 5432, dbname=target.path.lstrip("/"),
-            user=config.login, password=config.password, connect_timeout=int(TIMEOUT_SECONDS),
+            host=target.hostname,
+            port=target.port or 5432,
+            dbname=target.path.lstrip("/"),
+            user=config.login,
+            password=config.password,
+            connect_timeout=int(TIMEOUT_SECONDS),
         )
         try:
             with connection.cursor() as cursor:
@@ -96,7 +102,8 @@ def _check_jdbc(config: CatalogConfig) -> str:
                 cursor.fetchone()
         finally:
             connection.close()
-        return f"PostgreSQL catalog database {target.hostname}:{target.port}{target.path} answered as {config.login}"
+        where = f"{target.hostname}:{target.port}{target.path}"
+        return f"PostgreSQL catalog database {where} answered as {config.login}"
     return _check_reachable_uri(config)
 
 
@@ -107,8 +114,11 @@ def _check_rest(config: CatalogConfig) -> str:
 
     properties = {k: v for k, v in catalog_properties(config).items() if k not in ("type",)}
     RestCatalog(config.catalog_name, **properties)  # GET /v1/config, after OAuth2 when credentials are set
-    auth = "with OAuth2 client credentials" if "credential" in properties else (
-        "with a bearer token" if "token" in properties else "without authentication")
+    auth = (
+        "with OAuth2 client credentials"
+        if "credential" in properties
+        else ("with a bearer token" if "token" in properties else "without authentication")
+    )
     return f"REST catalog at {config.uri} answered GET /v1/config {auth}"
 
 

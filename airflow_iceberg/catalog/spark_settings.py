@@ -61,7 +61,8 @@ class SparkSettings:
 def runtime_coordinate(config: CatalogConfig) -> str:
     """The Maven coordinate of the iceberg-spark-runtime matching the Spark and Scala versions."""
     spark_minor = ".".join(config.spark_version.split(".")[:2])
-    return f"org.apache.iceberg:iceberg-spark-runtime-{spark_minor}_{config.scala_version}:{config.iceberg_version}"
+    artifact = f"iceberg-spark-runtime-{spark_minor}_{config.scala_version}"
+    return f"org.apache.iceberg:{artifact}:{config.iceberg_version}"
 
 
 def catalog_properties(config: CatalogConfig) -> dict[str, str]:
@@ -85,8 +86,10 @@ def catalog_properties(config: CatalogConfig) -> dict[str, str]:
         # Without it Iceberg creates the legacy v0 schema, which pyiceberg and views cannot use.
         properties["jdbc.schema-version"] = "V1"
     properties.update(_credentials(config))
-    for source, extra in (("catalog_properties", config.catalog_properties),
-                          ("hadoop_properties", _hadoop_prefixed(config.hadoop_properties))):
+    for source, extra in (
+        ("catalog_properties", config.catalog_properties),
+        ("hadoop_properties", _hadoop_prefixed(config.hadoop_properties)),
+    ):
         for key, value in extra.items():
             if key in properties and properties[key] != value and key != "jdbc.schema-version":
                 raise InvalidCatalogConfigError(
@@ -110,7 +113,9 @@ def _credentials(config: CatalogConfig) -> dict[str, str]:
 
 
 def _hadoop_prefixed(properties: dict[str, str]) -> dict[str, str]:
-    return {(key if key.startswith("hadoop.") else f"hadoop.{key}"): value for key, value in properties.items()}
+    return {
+        (key if key.startswith("hadoop.") else f"hadoop.{key}"): value for key, value in properties.items()
+    }
 
 
 def _bool_text(value: bool | None) -> str | None:

@@ -63,7 +63,9 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
     ) -> None:
         for reserved in ("application", "application_args"):
             if reserved in kwargs:
-                raise TypeError(f"{type(self).__name__} submits its own PySpark job; do not pass {reserved!r}")
+                raise TypeError(
+                    f"{type(self).__name__} submits its own PySpark job; do not pass {reserved!r}"
+                )
         super().__init__(name=name, **kwargs)
         self.table = table
         self.iceberg_conn_id = iceberg_conn_id

@@ -108,6 +108,8 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info(
             "Read %s rows from %s at snapshot %s (%s)",
-            result.get("row_count"), result.get("table"), result.get("snapshot_id"),
+            result.get("row_count"),
+            result.get("table"),
+            result.get("snapshot_id"),
             result.get("selector") or "current",
         )

@@ -70,8 +70,13 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         return WriteSpec(
             table=self.table,
             mode=self.mode,
-            source=Source(query=self.source_query, table=self.source_table, path=self.source_path,
-                          format=self.source_format, options=self.source_options),
+            source=Source(
+                query=self.source_query,
+                table=self.source_table,
+                path=self.source_path,
+                format=self.source_format,
+                options=self.source_options,
+            ),
             write_options=self.write_options,
             merge_schema=self.merge_schema,
         )
@@ -86,8 +91,11 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info(
             "Committed snapshot %s to %s (%s): %s records added, %s records in table",
-            result.get("snapshot_id"), result.get("table"), result.get("operation"),
-            result.get("added_records"), result.get("total_records"),
+            result.get("snapshot_id"),
+            result.get("table"),
+            result.get("operation"),
+            result.get("added_records"),
+            result.get("total_records"),
         )
 
 
@@ -101,7 +109,11 @@ class IcebergCreateTableOperator(IcebergWriteOperator):
     :param table_properties: Iceberg table properties, e.g. ``{"format-version": "2"}``. (templated)
     """
 
-    template_fields: Sequence[str] = (*IcebergWriteOperator.template_fields, "partition_by", "table_properties")
+    template_fields: Sequence[str] = (
+        *IcebergWriteOperator.template_fields,
+        "partition_by",
+        "table_properties",
+    )
 
     def __init__(
         self,
@@ -120,7 +132,9 @@ class IcebergCreateTableOperator(IcebergWriteOperator):
         if self.mode not in CREATE_MODES:
             raise InvalidSpecError(f"mode must be one of {', '.join(CREATE_MODES)}, got {self.mode!r}")
         return dataclasses.replace(
-            super().build_spec(), partition_by=tuple(self.partition_by), table_properties=self.table_properties
+            super().build_spec(),
+            partition_by=tuple(self.partition_by),
+            table_properties=self.table_properties,
         )
 
 

@@ -24,26 +24,34 @@ class AirflowRunner:
 
     @classmethod
     def create(cls, home: Path) -> AirflowRunner:
-        env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-               "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        }
         runner = cls(home=home, base_env=env)
         runner.airflow("db", "migrate")
         return runner
 
-    def airflow(self, *args: str, connections: dict[str, dict] | None = None,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def airflow(
+        self, *args: str, connections: dict[str, dict] | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**self.base_env, **(env or {})}
         for conn_id, connection in (connections or {}).items():
             full_env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(connection)
-        completed = subprocess.run(["airflow", *args], env=full_env, capture_output=True, text=True,
-                                   timeout=RUN_TIMEOUT_SECONDS)
+        completed = subprocess.run(
+            ["airflow", *args], env=full_env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS
+        )
         return completed
 
     def xcom(self, dag_id: str, task_id: str, key: str = "return_value") -> object:
         """The newest XCom a task pushed, read straight from the metadata database."""
         with sqlite3.connect(self.home / "airflow.db") as db:
             row = db.execute(
-                "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = ? ORDER BY timestamp DESC LIMIT 1",
+                "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = ? "
+                "ORDER BY timestamp DESC LIMIT 1",
                 (dag_id, task_id, key),
             ).fetchone()
         if row is None:
@@ -58,6 +66,12 @@ def spark_connection(**extra: str) -> dict:
 
 
 def hadoop_catalog_connection(warehouse: Path, catalog_name: str = "demo") -> dict:
-    return {"conn_type": "iceberg_catalog", "extra": {
-        "catalog_name": catalog_name, "catalog_type": "hadoop", "warehouse": f"file://{warehouse}",
-        "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"]}}
+    return {
+        "conn_type": "iceberg_catalog",
+        "extra": {
+            "catalog_name": catalog_name,
+            "catalog_type": "hadoop",
+            "warehouse": f"file://{warehouse}",
+            "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"],
+        },
+    }

@@ -22,7 +22,11 @@ def load(warehouse, identifier: str) -> StaticTable:
 
 
 def rows(table: StaticTable, snapshot_id: int | None = None) -> list[tuple]:
-    arrow = table.scan(snapshot_id=snapshot_id).to_arrow().sort_by([("order_date", "ascending"), ("order_id", "ascending")])
+    arrow = (
+        table.scan(snapshot_id=snapshot_id)
+        .to_arrow()
+        .sort_by([("order_date", "ascending"), ("order_id", "ascending")])
+    )
     return [tuple(r.values()) for r in arrow.to_pylist()]
 
 
@@ -30,9 +34,14 @@ def rows(table: StaticTable, snapshot_id: int | None = None) -> list[tuple]:
 def daily_orders_run(airflow_runner, tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("warehouse")
     completed = airflow_runner.airflow(
-        "dags", "test", DAG_ID, "2024-01-02",
-        connections={"iceberg_catalog_default": hadoop_catalog_connection(warehouse),
-                     "spark_default": spark_connection()},
+        "dags",
+        "test",
+        DAG_ID,
+        "2024-01-02",
+        connections={
+            "iceberg_catalog_default": hadoop_catalog_connection(warehouse),
+            "spark_default": spark_connection(),
+        },
     )
     assert completed.returncode == 0, completed.stdout[-5000:] + completed.stderr[-5000:]
     return warehouse, completed
@@ -41,10 +50,20 @@ def daily_orders_run(airflow_runner, tmp_path_factory):
 def test_history_is_create_append_overwrite(daily_orders_run):
     warehouse, _ = daily_orders_run
     orders = load(warehouse, "db.orders")
-    history = [(s.summary.operation.value, s.summary.get("added-records"), s.summary.get("deleted-records"),
-                s.summary.get("total-records")) for s in orders.snapshots()]
-    assert history == [("overwrite", "100", None, "100"), ("append", "80", None, "180"),
-                       ("overwrite", "90", "100", "170")]
+    history = [
+        (
+            s.summary.operation.value,
+            s.summary.get("added-records"),
+            s.summary.get("deleted-records"),
+            s.summary.get("total-records"),
+        )
+        for s in orders.snapshots()
+    ]
+    assert history == [
+        ("overwrite", "100", None, "100"),
+        ("append", "80", None, "180"),
+        ("overwrite", "90", "100", "170"),
+    ]
     assert str(orders.spec().fields[0].transform) == "day"
 
 
@@ -80,10 +99,15 @@ def test_time_travel_copy_equals_the_snapshot_it_read(daily_orders_run, airflow_
 def test_write_xcoms_report_the_committed_snapshots(daily_orders_run, airflow_runner):
     warehouse, _ = daily_orders_run
     snapshots = load(warehouse, "db.orders").snapshots()
-    results = [airflow_runner.xcom(DAG_ID, task) for task in ("create_orders", "append_day_two", "correct_day_one")]
+    results = [
+        airflow_runner.xcom(DAG_ID, task) for task in ("create_orders", "append_day_two", "correct_day_one")
+    ]
     assert [r["snapshot_id"] for r in results] == [s.snapshot_id for s in snapshots]
     assert [(r["operation"], r["added_records"], r["total_records"]) for r in results] == [
-        ("overwrite", 100, 100), ("append", 80, 180), ("overwrite", 90, 170)]
+        ("overwrite", 100, 100),
+        ("append", 80, 180),
+        ("overwrite", 90, 170),
+    ]
     # each commit carries the Airflow identity of the task that made it
     assert snapshots[1].summary["airflow.task-id"] == "append_day_two"
     assert snapshots[1].summary["airflow.dag-id"] == DAG_ID
@@ -91,12 +115,21 @@ def test_write_xcoms_report_the_committed_snapshots(daily_orders_run, airflow_ru
 
 def test_client_deploy_mode_returns_the_same_result(airflow_runner, tmp_path):
     completed = airflow_runner.airflow(
-        "tasks", "test", DAG_ID, "create_orders", "2024-01-02",
-        connections={"iceberg_catalog_default": hadoop_catalog_connection(tmp_path),
-                     "spark_default": spark_connection(**{"deploy-mode": "client"})},
+        "tasks",
+        "test",
+        DAG_ID,
+        "create_orders",
+        "2024-01-02",
+        connections={
+            "iceberg_catalog_default": hadoop_catalog_connection(tmp_path),
+            "spark_default": spark_connection(**{"deploy-mode": "client"}),
+        },
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-5000:]
     assert "--deploy-mode client" in output
     snapshot = load(tmp_path, "db.orders").current_snapshot()
-    assert f"Committed snapshot {snapshot.snapshot_id} to demo.db.orders (overwrite): 100 records added" in output
+    assert (
+        f"Committed snapshot {snapshot.snapshot_id} to demo.db.orders (overwrite): 100 records added"
+        in output
+    )

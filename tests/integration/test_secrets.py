@@ -28,24 +28,36 @@ def secret_run(airflow_runner, tmp_path_factory):
     root = tmp_path_factory.mktemp("secrets")
     database, warehouse = root / "catalog.db", root / "warehouse"
     connection = {
-        "conn_type": "iceberg_catalog", "host": f"jdbc:sqlite:{database}", "login": "etl",
+        "conn_type": "iceberg_catalog",
+        "host": f"jdbc:sqlite:{database}",
+        "login": "etl",
         "password": SENTINELS[0],
-        "extra": {"catalog_name": "demo", "catalog_type": "jdbc", "warehouse": f"file://{warehouse}",
-                  "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"], "extra_jars": SQLITE_JDBC,
-                  "catalog_properties": {"rest.auth.token": SENTINELS[1]},
-                  "hadoop_properties": {"fs.s3a.secret.key": SENTINELS[2]}},
+        "extra": {
+            "catalog_name": "demo",
+            "catalog_type": "jdbc",
+            "warehouse": f"file://{warehouse}",
+            "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"],
+            "extra_jars": SQLITE_JDBC,
+            "catalog_properties": {"rest.auth.token": SENTINELS[1]},
+            "hadoop_properties": {"fs.s3a.secret.key": SENTINELS[2]},
+        },
     }
     with CommandLineSampler() as sampler:
         completed = airflow_runner.airflow(
-            "dags", "test", "iceberg_daily_orders", "2024-01-03",
-            connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()})
+            "dags",
+            "test",
+            "iceberg_daily_orders",
+            "2024-01-03",
+            connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+        )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
     return {"sampler": sampler, "completed": completed, "database": database, "warehouse": warehouse}
 
 
 def test_the_run_really_used_the_jdbc_catalog(secret_run):
-    catalog = SqlCatalog("demo", uri=f"sqlite:///{secret_run['database']}",
-                         warehouse=f"file://{secret_run['warehouse']}")
+    catalog = SqlCatalog(
+        "demo", uri=f"sqlite:///{secret_run['database']}", warehouse=f"file://{secret_run['warehouse']}"
+    )
     orders = catalog.load_table("db.orders")
     assert [s.summary.operation.value for s in orders.snapshots()] == ["overwrite", "append", "overwrite"]
     assert orders.scan().to_arrow().num_rows == 170

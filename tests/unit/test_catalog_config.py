@@ -17,8 +17,11 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
         ({"catalog_name": "my-catalog", "warehouse": "/w"}, {}, r"'catalog_name': 'my-catalog' must be"),
         ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'catalog_name'"),
         ({"catalog_name": "spark_catalog", "warehouse": "/w"}, {}, r"set session_catalog=true"),
-        ({"catalog_name": "other", "session_catalog": "true", "catalog_type": "hive"}, {},
-         r"name must be 'spark_catalog'"),
+        (
+            {"catalog_name": "other", "session_catalog": "true", "catalog_type": "hive"},
+            {},
+            r"name must be 'spark_catalog'",
+        ),
         ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'host': the catalog URI is required"),
         ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "postgresql://db"}, r"starts with 'jdbc:'"),
         ({"catalog_type": "rest"}, {"host": "thrift://x:1"}, r"starts with http:// or https://"),
@@ -29,10 +32,18 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
         ({"warehouse": "/w", "cache_enabled": "maybe"}, {}, r"'cache_enabled': 'maybe' is not true or false"),
         ({"warehouse": "/w", "cache_expiration_interval_ms": "soon"}, {}, r"not a whole number"),
         ({"warehouse": "/w", "cache_expiration_interval_ms": -5}, {}, r"must be -1"),
-        ({"warehouse": "/w", "catalog_properties": "{not json"}, {}, r"'catalog_properties' is not valid JSON"),
+        (
+            {"warehouse": "/w", "catalog_properties": "{not json"},
+            {},
+            r"'catalog_properties' is not valid JSON",
+        ),
         ({"warehouse": "/w", "hadoop_properties": "[1, 2]"}, {}, r"must be a JSON object"),
         ({"warehouse": "/w", "catalog_properties": {"bad key": "v"}}, {}, r"key 'bad key' is not a valid"),
-        ({"warehouse": "/w", "warehuose": "/typo"}, {}, r"unknown Iceberg catalog connection extra field\(s\): warehuose"),
+        (
+            {"warehouse": "/w", "warehuose": "/typo"},
+            {},
+            r"unknown Iceberg catalog connection extra field\(s\): warehuose",
+        ),
         ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'iceberg_version'"),
     ],
 )
@@ -55,7 +66,11 @@ def test_empty_form_fields_fall_back_to_defaults():
 
 def test_valid_minimal_hadoop_config_uses_documented_defaults():
     config = config_from_fields({"warehouse": "file:///wh"})
-    assert (config.catalog_name, config.catalog_type, config.iceberg_version) == ("iceberg", "hadoop", "1.10.2")
+    assert (config.catalog_name, config.catalog_type, config.iceberg_version) == (
+        "iceberg",
+        "hadoop",
+        "1.10.2",
+    )
 
 
 def test_catalog_impl_alone_clears_the_default_type():
@@ -69,15 +84,22 @@ def test_session_catalog_defaults_its_name():
 
 
 def test_port_is_added_to_a_host_without_one():
-    assert config_from_fields({"catalog_type": "hive"}, host="thrift://meta", port=9083).uri == "thrift://meta:9083"
-    assert config_from_fields({"catalog_type": "hive"}, host="thrift://meta:1", port=9083).uri == "thrift://meta:1"
+    assert (
+        config_from_fields({"catalog_type": "hive"}, host="thrift://meta", port=9083).uri
+        == "thrift://meta:9083"
+    )
+    assert (
+        config_from_fields({"catalog_type": "hive"}, host="thrift://meta:1", port=9083).uri
+        == "thrift://meta:1"
+    )
     rest = config_from_fields({"catalog_type": "rest"}, host="http://rest/api/catalog", port=8181)
     assert rest.uri == "http://rest:8181/api/catalog"
 
 
 def test_password_is_not_in_the_config_repr():
-    config = config_from_fields({"catalog_type": "jdbc", "warehouse": "/w"}, host="jdbc:sqlite:/x.db",
-                                login="u", password="hunter2")
+    config = config_from_fields(
+        {"catalog_type": "jdbc", "warehouse": "/w"}, host="jdbc:sqlite:/x.db", login="u", password="hunter2"
+    )
     assert "hunter2" not in repr(config)
 
 
@@ -114,6 +136,8 @@ def test_real_airflow_connection_from_uri_and_json(monkeypatch):
 
     conn = Connection.from_json(
         '{"conn_type": "iceberg_catalog", "host": "jdbc:postgresql://db:5432/cat", "login": "etl", '
-        '"password": "pw", "extra": {"catalog_type": "jdbc", "warehouse": "s3://w"}}', conn_id="c")
+        '"password": "pw", "extra": {"catalog_type": "jdbc", "warehouse": "s3://w"}}',
+        conn_id="c",
+    )
     config = config_from_connection(conn)
     assert (config.uri, config.login, config.password) == ("jdbc:postgresql://db:5432/cat", "etl", "pw")

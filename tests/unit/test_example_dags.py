@@ -46,8 +46,9 @@ print(json.dumps({
 
 
 def _parse() -> dict:
-    completed = subprocess.run([sys.executable, "-c", PARSE, str(DAGS)], capture_output=True, text=True,
-                               check=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-c", PARSE, str(DAGS)], capture_output=True, text=True, check=True, timeout=120
+    )
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 

@@ -18,8 +18,22 @@ from airflow_iceberg.jobs.job_spec import (
 
 @pytest.mark.parametrize(
     "identifier",
-    ["db.t; DROP TABLE x", "db.`t`", "db.'t'", 'db."t"', "db..t", ".db.t", "db.t.", "t", "db.t--", "db.t /*",
-     "db. t", "db.t\n", "cat.db.t)", ""],
+    [
+        "db.t; DROP TABLE x",
+        "db.`t`",
+        "db.'t'",
+        'db."t"',
+        "db..t",
+        ".db.t",
+        "db.t.",
+        "t",
+        "db.t--",
+        "db.t /*",
+        "db. t",
+        "db.t\n",
+        "cat.db.t)",
+        "",
+    ],
 )
 def test_injection_and_malformed_identifiers_are_rejected(identifier):
     with pytest.raises(InvalidSpecError, match="identifier"):
@@ -33,15 +47,23 @@ def test_plain_identifiers_are_accepted(identifier):
 
 @pytest.mark.parametrize(
     ("expression", "parsed"),
-    [("day", ("identity", "day", None)), ("days(ts)", ("days", "ts", None)), ("years( ts )", ("years", "ts", None)),
-     ("months(ts)", ("months", "ts", None)), ("hours(ts)", ("hours", "ts", None)),
-     ("bucket(16, id)", ("bucket", "id", 16)), ("truncate(4,name)", ("truncate", "name", 4))],
+    [
+        ("day", ("identity", "day", None)),
+        ("days(ts)", ("days", "ts", None)),
+        ("years( ts )", ("years", "ts", None)),
+        ("months(ts)", ("months", "ts", None)),
+        ("hours(ts)", ("hours", "ts", None)),
+        ("bucket(16, id)", ("bucket", "id", 16)),
+        ("truncate(4,name)", ("truncate", "name", 4)),
+    ],
 )
 def test_partition_transforms(expression, parsed):
     assert parse_transform(expression) == parsed
 
 
-@pytest.mark.parametrize("expression", ["days(ts) ; drop", "bucket(0, id)", "bucket(id)", "weeks(ts)", "a.b", "f(x)"])
+@pytest.mark.parametrize(
+    "expression", ["days(ts) ; drop", "bucket(0, id)", "bucket(id)", "weeks(ts)", "a.b", "f(x)"]
+)
 def test_bad_partition_transforms(expression):
     with pytest.raises(InvalidSpecError, match="partition_by"):
         parse_transform(expression)
@@ -57,11 +79,20 @@ def test_bad_partition_transforms(expression):
         (WriteSpec("db.t", "append", Source(path="/x", format="xlsx")), "source_format"),
         (WriteSpec("db.t", "append", Source(query="SELECT 1", options={"header": "true"})), "file source"),
         (WriteSpec("db.t", "upsert", Source(query="SELECT 1")), "mode must be one of"),
-        (WriteSpec("db.t", "append", Source(query="SELECT 1"), partition_by=("day",)), "partition_by applies"),
+        (
+            WriteSpec("db.t", "append", Source(query="SELECT 1"), partition_by=("day",)),
+            "partition_by applies",
+        ),
         (WriteSpec("db.t", "overwrite", Source(query="SELECT 1")), "condition is required"),
-        (WriteSpec("db.t", "overwrite", Source(query="SELECT 1"), condition="1=1; DROP TABLE x"), "without ';'"),
+        (
+            WriteSpec("db.t", "overwrite", Source(query="SELECT 1"), condition="1=1; DROP TABLE x"),
+            "without ';'",
+        ),
         (WriteSpec("db.t", "overwrite", Source(query="SELECT 1"), condition="day = 1 -- x"), "SQL comments"),
-        (WriteSpec("db.t", "append", Source(query="SELECT 1"), write_options={"bad key": "v"}), "write option key"),
+        (
+            WriteSpec("db.t", "append", Source(query="SELECT 1"), write_options={"bad key": "v"}),
+            "write option key",
+        ),
         (ReadSpec("db.t", snapshot_id=1, as_of_timestamp=2), "exactly one of snapshot_id"),
         (ReadSpec("db.t", branch="b", tag="t"), "exactly one of"),
         (ReadSpec("db.t", branch="x; drop"), "branch"),
@@ -76,36 +107,75 @@ def test_invalid_specs_name_the_problem(spec, message):
 
 
 def test_quoted_semicolons_are_data_not_separators():
-    spec = WriteSpec("db.t", "overwrite", Source(query="SELECT 'a;b' AS s"), condition="s = 'x;y'").validated()
+    spec = WriteSpec(
+        "db.t", "overwrite", Source(query="SELECT 'a;b' AS s"), condition="s = 'x;y'"
+    ).validated()
     assert spec.condition == "s = 'x;y'"
 
 
 def test_write_request_round_trips_through_argv():
     request = JobRequest(
-        spec=WriteSpec("cat.db.t", "create_or_replace", Source(query="SELECT 1 AS id"),
-                       partition_by=("bucket(4, id)", "days(ts)"),
-                       table_properties={"format-version": "2"}, write_options={"write-format": "avro"},
-                       merge_schema=True).validated(),
-        result_file="/tmp/r.json", commit_id="abc", commit_properties={"airflow.dag-id": "d"},
+        spec=WriteSpec(
+            "cat.db.t",
+            "create_or_replace",
+            Source(query="SELECT 1 AS id"),
+            partition_by=("bucket(4, id)", "days(ts)"),
+            table_properties={"format-version": "2"},
+            write_options={"write-format": "avro"},
+            merge_schema=True,
+        ).validated(),
+        result_file="/tmp/r.json",
+        commit_id="abc",
+        commit_properties={"airflow.dag-id": "d"},
     )
     argv = request.to_argv()
     assert argv == [
-        "--result-file", "/tmp/r.json", "--commit-id", "abc", "--commit-property", "airflow.dag-id=d",
-        "write", "--table", "cat.db.t", "--mode", "create_or_replace", "--source-query", "SELECT 1 AS id",
-        "--partition-by", "bucket(4, id)", "--partition-by", "days(ts)",
-        "--table-property", "format-version=2", "--write-option", "write-format=avro", "--merge-schema",
+        "--result-file",
+        "/tmp/r.json",
+        "--commit-id",
+        "abc",
+        "--commit-property",
+        "airflow.dag-id=d",
+        "write",
+        "--table",
+        "cat.db.t",
+        "--mode",
+        "create_or_replace",
+        "--source-query",
+        "SELECT 1 AS id",
+        "--partition-by",
+        "bucket(4, id)",
+        "--partition-by",
+        "days(ts)",
+        "--table-property",
+        "format-version=2",
+        "--write-option",
+        "write-format=avro",
+        "--merge-schema",
     ]
     assert parse_argv(argv) == request
 
 
 def test_read_request_round_trips_through_argv():
-    request = JobRequest(spec=ReadSpec("cat.db.t", as_of_timestamp=1704067200000, columns=("a", "b"), filter="a > 1",
-                                       sink_path="/out", sink_format="json", preview_rows=5,
-                                       read_options={"split-size": "1024"}).validated())
+    request = JobRequest(
+        spec=ReadSpec(
+            "cat.db.t",
+            as_of_timestamp=1704067200000,
+            columns=("a", "b"),
+            filter="a > 1",
+            sink_path="/out",
+            sink_format="json",
+            preview_rows=5,
+            read_options={"split-size": "1024"},
+        ).validated()
+    )
     assert parse_argv(request.to_argv()) == request
 
 
 def test_option_values_with_equals_signs_survive():
-    request = JobRequest(spec=WriteSpec("db.t", "append", Source(path="/in", format="csv",
-                                                                 options={"sep": "=", "nullValue": "a=b"})).validated())
+    request = JobRequest(
+        spec=WriteSpec(
+            "db.t", "append", Source(path="/in", format="csv", options={"sep": "=", "nullValue": "a=b"})
+        ).validated()
+    )
     assert parse_argv(request.to_argv()).spec.source.options == {"sep": "=", "nullValue": "a=b"}

@@ -29,9 +29,18 @@ REGEX = "(?i)secr[e]t|passw[o]rd|t[o]ken|access[.]key|cr[e]dential"
 @pytest.fixture
 def jdbc_catalog(iceberg_connection, spark_connection):
     return iceberg_connection(
-        "pg_catalog", host="jdbc:postgresql://127.0.0.1:5432/iceberg", login="etl", password="SENTINEL-pw",
-        extra={"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": "file:///wh",
-               "runtime_jar": "/jars/iceberg.jar", "extra_jars": "/usr/share/java/postgresql.jar"})
+        "pg_catalog",
+        host="jdbc:postgresql://127.0.0.1:5432/iceberg",
+        login="etl",
+        password="SENTINEL-pw",
+        extra={
+            "catalog_name": "pg",
+            "catalog_type": "jdbc",
+            "warehouse": "file:///wh",
+            "runtime_jar": "/jars/iceberg.jar",
+            "extra_jars": "/usr/share/java/postgresql.jar",
+        },
+    )
 
 
 def _dag():
@@ -42,7 +51,13 @@ class _TaskInstance:
     """Just enough of a task instance for templates (Jinja's sandbox refuses Mock methods)."""
 
     def __init__(self, task_id: str, xcoms: dict | None = None) -> None:
-        self.dag_id, self.task_id, self.run_id, self.map_index, self.try_number = "d", task_id, "manual__1", -1, 1
+        self.dag_id, self.task_id, self.run_id, self.map_index, self.try_number = (
+            "d",
+            task_id,
+            "manual__1",
+            -1,
+            1,
+        )
         self._xcoms = xcoms or {}
 
     def xcom_pull(self, task_ids: str, key: str = "return_value"):
@@ -54,32 +69,62 @@ def _ti(task_id="t", xcoms=None):
 
 
 def test_exact_spark_submit_argv_without_secrets(jdbc_catalog):
-    op = IcebergAppendOperator(task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog,
-                               source_query="SELECT 1 AS id", write_options={"isolation-level": "snapshot"},
-                               conf={"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"},
-                               executor_memory="2g", name="job")
+    op = IcebergAppendOperator(
+        task_id="append",
+        table="db.orders",
+        iceberg_conn_id=jdbc_catalog,
+        source_query="SELECT 1 AS id",
+        write_options={"isolation-level": "snapshot"},
+        conf={"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"},
+        executor_memory="2g",
+        name="job",
+    )
     spec = op.qualify_spec(op.build_spec().validated(), ("pg",)).validated()
     settings = op.catalog_settings()
     op._configure_submit(settings, JobRequest(spec=spec, result_file="/tmp/r.json", commit_id="c1"))
     command = op._get_hook()._build_spark_submit_command(op.application)
     assert command == [
-        "spark-submit", "--master", "local[2]",
-        "--conf", f"spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension,{EXT}",
-        "--conf", "spark.sql.catalog.pg=org.apache.iceberg.spark.SparkCatalog",
-        "--conf", f"spark.redaction.regex={REGEX}",
-        "--conf", "spark.sql.catalog.pg.type=jdbc",
-        "--conf", "spark.sql.catalog.pg.warehouse=file:///wh",
-        "--conf", "spark.sql.catalog.pg.uri=jdbc:postgresql://127.0.0.1:5432/iceberg",
-        "--conf", "spark.sql.catalog.pg.jdbc.schema-version=V1",
-        "--conf", "spark.sql.catalog.pg.jdbc.user=etl",
-        "--py-files", str(JOB_SPEC_PATH),
-        "--jars", "/jars/iceberg.jar,/usr/share/java/postgresql.jar",
-        "--executor-memory", "2g",
-        "--name", "job",
+        "spark-submit",
+        "--master",
+        "local[2]",
+        "--conf",
+        f"spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension,{EXT}",
+        "--conf",
+        "spark.sql.catalog.pg=org.apache.iceberg.spark.SparkCatalog",
+        "--conf",
+        f"spark.redaction.regex={REGEX}",
+        "--conf",
+        "spark.sql.catalog.pg.type=jdbc",
+        "--conf",
+        "spark.sql.catalog.pg.warehouse=file:///wh",
+        "--conf",
+        "spark.sql.catalog.pg.uri=jdbc:postgresql://127.0.0.1:5432/iceberg",
+        "--conf",
+        "spark.sql.catalog.pg.jdbc.schema-version=V1",
+        "--conf",
+        "spark.sql.catalog.pg.jdbc.user=etl",
+        "--py-files",
+        str(JOB_SPEC_PATH),
+        "--jars",
+        "/jars/iceberg.jar,/usr/share/java/postgresql.jar",
+        "--executor-memory",
+        "2g",
+        "--name",
+        "job",
         str(ICEBERG_JOB_PATH),
-        "--result-file", "/tmp/r.json", "--commit-id", "c1",
-        "write", "--table", "pg.db.orders", "--mode", "append", "--source-query", "SELECT 1 AS id",
-        "--write-option", "isolation-level=snapshot",
+        "--result-file",
+        "/tmp/r.json",
+        "--commit-id",
+        "c1",
+        "write",
+        "--table",
+        "pg.db.orders",
+        "--mode",
+        "append",
+        "--source-query",
+        "SELECT 1 AS id",
+        "--write-option",
+        "isolation-level=snapshot",
     ]
     assert settings.secret_conf == {"spark.sql.catalog.pg.jdbc.password": "SENTINEL-pw"}
     assert "SENTINEL" not in " ".join(command)
@@ -88,33 +133,59 @@ def test_exact_spark_submit_argv_without_secrets(jdbc_catalog):
 def test_templates_render_including_xcom_and_dates(jdbc_catalog):
     with _dag():
         op = IcebergTimeTravelReadOperator(
-            task_id="read", table="db.{{ params.table }}", iceberg_conn_id=jdbc_catalog,
+            task_id="read",
+            table="db.{{ params.table }}",
+            iceberg_conn_id=jdbc_catalog,
             snapshot_id="{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}",
-            filter="order_date = DATE'{{ ds }}'", sink_path="/out/{{ ds_nodash }}", params={"table": "orders"})
+            filter="order_date = DATE'{{ ds }}'",
+            sink_path="/out/{{ ds_nodash }}",
+            params={"table": "orders"},
+        )
     ti = _ti("read", {"append": {"snapshot_id": 6754764947717687654}})
-    op.render_template_fields(context={"ti": ti, "ds": "2024-01-02", "ds_nodash": "20240102",
-                                       "params": {"table": "orders"}})
+    op.render_template_fields(
+        context={"ti": ti, "ds": "2024-01-02", "ds_nodash": "20240102", "params": {"table": "orders"}}
+    )
     assert (op.table, op.snapshot_id, op.filter, op.sink_path, op.name) == (
-        "db.orders", "6754764947717687654", "order_date = DATE'2024-01-02'", "/out/20240102",
-        "airflow-iceberg-d.read")
+        "db.orders",
+        "6754764947717687654",
+        "order_date = DATE'2024-01-02'",
+        "/out/20240102",
+        "airflow-iceberg-d.read",
+    )
     spec = op.build_spec().validated()
     assert spec.snapshot_id == 6754764947717687654
 
 
 def test_as_of_timestamp_renders_from_data_interval_end(jdbc_catalog):
     with _dag():
-        op = IcebergTimeTravelReadOperator(task_id="read", table="db.t", iceberg_conn_id=jdbc_catalog,
-                                           as_of_timestamp="{{ data_interval_end }}")
-    op.render_template_fields(context={"ti": _ti(), "data_interval_end": pendulum.datetime(2024, 1, 2, tz="UTC")})
+        op = IcebergTimeTravelReadOperator(
+            task_id="read",
+            table="db.t",
+            iceberg_conn_id=jdbc_catalog,
+            as_of_timestamp="{{ data_interval_end }}",
+        )
+    op.render_template_fields(
+        context={"ti": _ti(), "data_interval_end": pendulum.datetime(2024, 1, 2, tz="UTC")}
+    )
     assert op.build_spec().as_of_timestamp == 1704153600000
 
 
 def test_template_fields_cover_every_user_facing_sql_and_name():
-    assert {"table", "source_query", "source_table", "source_path", "write_options", "partition_by",
-            "table_properties", "conf", "application_args"} <= set(IcebergCreateTableOperator.template_fields)
+    assert {
+        "table",
+        "source_query",
+        "source_table",
+        "source_path",
+        "write_options",
+        "partition_by",
+        "table_properties",
+        "conf",
+        "application_args",
+    } <= set(IcebergCreateTableOperator.template_fields)
     assert "condition" in IcebergOverwriteOperator.template_fields
     assert {"snapshot_id", "as_of_timestamp", "branch", "tag", "filter", "sink_table"} <= set(
-        IcebergTimeTravelReadOperator.template_fields)
+        IcebergTimeTravelReadOperator.template_fields
+    )
 
 
 def _fake_submit(result):
@@ -132,11 +203,18 @@ def _fake_submit(result):
 
 def test_execute_returns_the_jobs_result_and_exports_secrets_only_while_submitting(jdbc_catalog, monkeypatch):
     monkeypatch.delenv(SECRET_CONF_ENV, raising=False)
-    result = {"status": "success", "table": "pg.db.orders", "snapshot_id": 7, "operation": "append",
-              "added_records": 3, "total_records": 9}
+    result = {
+        "status": "success",
+        "table": "pg.db.orders",
+        "snapshot_id": 7,
+        "operation": "append",
+        "added_records": 3,
+        "total_records": 9,
+    }
     seen, patch = _fake_submit(result)
-    op = IcebergAppendOperator(task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog,
-                               source_query="SELECT 1")
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1"
+    )
     with patch:
         assert op.execute({"ti": _ti()}) == result
     assert seen["secret_env"] == {"spark.sql.catalog.pg.jdbc.password": "SENTINEL-pw"}
@@ -149,34 +227,68 @@ def test_a_reported_job_failure_becomes_a_clear_error(jdbc_catalog):
     def execute(self, context):
         args = self.application_args
         Path(args[args.index("--result-file") + 1]).write_text(
-            json.dumps({"status": "failed", "error": "TableStateError: table pg.db.orders does not exist"}))
+            json.dumps({"status": "failed", "error": "TableStateError: table pg.db.orders does not exist"})
+        )
         raise RuntimeError("Cannot execute: spark-submit ... Error code is: 1.")
 
-    op = IcebergAppendOperator(task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog,
-                               source_query="SELECT 1")
-    with mock.patch.object(SparkSubmitOperator, "execute", execute), \
-            pytest.raises(IcebergJobError, match="pg.db.orders: TableStateError: table pg.db.orders does not exist"):
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1"
+    )
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", execute),
+        pytest.raises(
+            IcebergJobError, match=r"pg\.db\.orders: TableStateError: table pg\.db\.orders does not exist"
+        ),
+    ):
         op.execute({"ti": _ti()})
 
 
 @pytest.mark.parametrize(
     ("operator", "kwargs", "error", "message"),
     [
-        (IcebergAppendOperator, {"table": "db.t; DROP TABLE x", "source_query": "SELECT 1"}, InvalidSpecError,
-         "invalid part"),
-        (IcebergAppendOperator, {"table": "db.t", "source_query": "DROP TABLE db.t"}, InvalidSpecError,
-         "must be a query"),
-        (IcebergCreateTableOperator, {"table": "db.t", "source_query": "SELECT 1", "mode": "append"},
-         InvalidSpecError, "mode must be one of create"),
-        (IcebergCreateTableOperator, {"table": "db.t", "source_query": "SELECT 1", "partition_by": ["weeks(ts)"]},
-         InvalidSpecError, "partition_by"),
-        (IcebergOverwriteOperator, {"table": "db.t", "source_query": "SELECT 1", "condition": "1=1; DROP TABLE t"},
-         InvalidSpecError, "without ';'"),
+        (
+            IcebergAppendOperator,
+            {"table": "db.t; DROP TABLE x", "source_query": "SELECT 1"},
+            InvalidSpecError,
+            "invalid part",
+        ),
+        (
+            IcebergAppendOperator,
+            {"table": "db.t", "source_query": "DROP TABLE db.t"},
+            InvalidSpecError,
+            "must be a query",
+        ),
+        (
+            IcebergCreateTableOperator,
+            {"table": "db.t", "source_query": "SELECT 1", "mode": "append"},
+            InvalidSpecError,
+            "mode must be one of create",
+        ),
+        (
+            IcebergCreateTableOperator,
+            {"table": "db.t", "source_query": "SELECT 1", "partition_by": ["weeks(ts)"]},
+            InvalidSpecError,
+            "partition_by",
+        ),
+        (
+            IcebergOverwriteOperator,
+            {"table": "db.t", "source_query": "SELECT 1", "condition": "1=1; DROP TABLE t"},
+            InvalidSpecError,
+            "without ';'",
+        ),
         (IcebergOverwritePartitionsOperator, {"table": "db.t"}, InvalidSpecError, "give one of source_query"),
-        (IcebergTimeTravelReadOperator, {"table": "db.t", "snapshot_id": 1, "as_of_timestamp": 2},
-         InvalidSpecError, "exactly one of"),
-        (IcebergTimeTravelReadOperator, {"table": "db.t", "as_of_timestamp": "last tuesday"},
-         InvalidSpecError, "as_of_timestamp"),
+        (
+            IcebergTimeTravelReadOperator,
+            {"table": "db.t", "snapshot_id": 1, "as_of_timestamp": 2},
+            InvalidSpecError,
+            "exactly one of",
+        ),
+        (
+            IcebergTimeTravelReadOperator,
+            {"table": "db.t", "as_of_timestamp": "last tuesday"},
+            InvalidSpecError,
+            "as_of_timestamp",
+        ),
     ],
 )
 def test_bad_input_fails_before_spark_starts(jdbc_catalog, operator, kwargs, error, message):
@@ -189,8 +301,10 @@ def test_bad_input_fails_before_spark_starts(jdbc_catalog, operator, kwargs, err
 def test_bad_connection_fails_before_spark_starts(iceberg_connection, spark_connection):
     conn_id = iceberg_connection("broken", extra={"catalog_type": "hadoop"})
     op = IcebergAppendOperator(task_id="t", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1")
-    with mock.patch.object(SparkSubmitOperator, "execute") as submit, \
-            pytest.raises(InvalidCatalogConfigError, match="'warehouse': is required"):
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute") as submit,
+        pytest.raises(InvalidCatalogConfigError, match="'warehouse': is required"),
+    ):
         op.execute({"ti": _ti()})
     submit.assert_not_called()
 
@@ -210,10 +324,18 @@ def test_the_job_and_its_arguments_cannot_be_overridden():
 
 
 def test_table_from_another_catalog_is_left_qualified(jdbc_catalog, iceberg_connection):
-    other = iceberg_connection("hive_cat", host="thrift://127.0.0.1:9083",
-                               extra={"catalog_name": "hive_prod", "catalog_type": "hive"})
-    op = IcebergAppendOperator(task_id="t", table="db.t", iceberg_conn_id=jdbc_catalog,
-                               extra_iceberg_conn_ids=[other], source_table="hive_prod.sales.raw")
+    other = iceberg_connection(
+        "hive_cat",
+        host="thrift://127.0.0.1:9083",
+        extra={"catalog_name": "hive_prod", "catalog_type": "hive"},
+    )
+    op = IcebergAppendOperator(
+        task_id="t",
+        table="db.t",
+        iceberg_conn_id=jdbc_catalog,
+        extra_iceberg_conn_ids=[other],
+        source_table="hive_prod.sales.raw",
+    )
     settings = op.catalog_settings()
     spec = op.qualify_spec(op.build_spec().validated(), settings.catalog_names)
     assert (spec.table, spec.source.table) == ("pg.db.t", "hive_prod.sales.raw")

@@ -22,8 +22,14 @@ def settings_for(extra, **fields):
 
 
 def test_hadoop_catalog_with_local_runtime_jar():
-    settings = settings_for({"catalog_name": "hadoop_prod", "catalog_type": "hadoop",
-                             "warehouse": "hdfs://nn:8020/warehouse/path", "runtime_jar": "/opt/iceberg.jar"})
+    settings = settings_for(
+        {
+            "catalog_name": "hadoop_prod",
+            "catalog_type": "hadoop",
+            "warehouse": "hdfs://nn:8020/warehouse/path",
+            "runtime_jar": "/opt/iceberg.jar",
+        }
+    )
     assert settings.conf == {
         **BASE,
         "spark.sql.catalog.hadoop_prod": "org.apache.iceberg.spark.SparkCatalog",
@@ -38,15 +44,31 @@ def test_hadoop_catalog_with_local_runtime_jar():
 def test_default_runtime_is_the_maven_coordinate_for_spark_and_scala():
     settings = settings_for({"catalog_type": "hadoop", "warehouse": "/wh"})
     assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)
-    config = config_from_fields({"catalog_type": "hadoop", "warehouse": "/wh", "spark_version": "3.4.1",
-                                 "scala_version": "2.13", "iceberg_version": "1.6.0"})
+    config = config_from_fields(
+        {
+            "catalog_type": "hadoop",
+            "warehouse": "/wh",
+            "spark_version": "3.4.1",
+            "scala_version": "2.13",
+            "iceberg_version": "1.6.0",
+        }
+    )
     assert runtime_coordinate(config) == "org.apache.iceberg:iceberg-spark-runtime-3.4_2.13:1.6.0"
 
 
 def test_hive_catalog_from_host_and_port():
-    settings = settings_for({"catalog_name": "hive_prod", "catalog_type": "hive", "warehouse": "file:///wh",
-                             "cache_enabled": "false", "cache_expiration_interval_ms": "60000",
-                             "default_namespace": "sales"}, host="thrift://metastore", port=9083)
+    settings = settings_for(
+        {
+            "catalog_name": "hive_prod",
+            "catalog_type": "hive",
+            "warehouse": "file:///wh",
+            "cache_enabled": "false",
+            "cache_expiration_interval_ms": "60000",
+            "default_namespace": "sales",
+        },
+        host="thrift://metastore",
+        port=9083,
+    )
     assert settings.conf == {
         **BASE,
         "spark.sql.catalog.hive_prod": "org.apache.iceberg.spark.SparkCatalog",
@@ -60,9 +82,17 @@ def test_hive_catalog_from_host_and_port():
 
 
 def test_jdbc_credentials_are_split_out_as_secrets():
-    settings = settings_for({"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": "file:///wh",
-                             "extra_jars": "/usr/share/java/postgresql.jar"},
-                            host="jdbc:postgresql://127.0.0.1:5432/iceberg", login="etl", password="s3cret")
+    settings = settings_for(
+        {
+            "catalog_name": "pg",
+            "catalog_type": "jdbc",
+            "warehouse": "file:///wh",
+            "extra_jars": "/usr/share/java/postgresql.jar",
+        },
+        host="jdbc:postgresql://127.0.0.1:5432/iceberg",
+        login="etl",
+        password="s3cret",
+    )
     assert settings.conf["spark.sql.catalog.pg.jdbc.user"] == "etl"
     assert settings.conf["spark.sql.catalog.pg.jdbc.schema-version"] == "V1"
     assert settings.conf["spark.sql.catalog.pg.uri"] == "jdbc:postgresql://127.0.0.1:5432/iceberg"
@@ -72,11 +102,20 @@ def test_jdbc_credentials_are_split_out_as_secrets():
 
 
 def test_rest_oauth2_client_credentials():
-    settings = settings_for({"catalog_name": "rest_prod", "catalog_type": "rest",
-                             "catalog_properties": {"oauth2-server-uri": "https://idp/v1/oauth/tokens",
-                                                    "scope": "PRINCIPAL_ROLE:ALL",
-                                                    "warehouse": "analytics"}},
-                            host="https://rest.example.com/api/catalog", login="client-id", password="client-secret")
+    settings = settings_for(
+        {
+            "catalog_name": "rest_prod",
+            "catalog_type": "rest",
+            "catalog_properties": {
+                "oauth2-server-uri": "https://idp/v1/oauth/tokens",
+                "scope": "PRINCIPAL_ROLE:ALL",
+                "warehouse": "analytics",
+            },
+        },
+        host="https://rest.example.com/api/catalog",
+        login="client-id",
+        password="client-secret",
+    )
     assert settings.conf == {
         **BASE,
         "spark.sql.catalog.rest_prod": "org.apache.iceberg.spark.SparkCatalog",
@@ -95,25 +134,47 @@ def test_rest_bearer_token_from_password_alone():
 
 
 def test_nessie_token_and_glue_keys():
-    nessie = settings_for({"catalog_type": "nessie", "catalog_properties": {"ref": "main"}},
-                          host="http://nessie:19120/api/v2", password="tok")
+    nessie = settings_for(
+        {"catalog_type": "nessie", "catalog_properties": {"ref": "main"}},
+        host="http://nessie:19120/api/v2",
+        password="tok",
+    )
     assert nessie.secret_conf == {"spark.sql.catalog.iceberg.authentication.token": "tok"}
     assert nessie.conf["spark.sql.catalog.iceberg.ref"] == "main"
-    glue = settings_for({"catalog_type": "glue", "warehouse": "s3://bucket/wh",
-                         "io_impl": "org.apache.iceberg.aws.s3.S3FileIO"}, login="AKIA", password="secret")
+    glue = settings_for(
+        {
+            "catalog_type": "glue",
+            "warehouse": "s3://bucket/wh",
+            "io_impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        },
+        login="AKIA",
+        password="secret",
+    )
     assert glue.conf["spark.sql.catalog.iceberg.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
-    assert glue.secret_conf == {"spark.sql.catalog.iceberg.s3.access-key-id": "AKIA",
-                                "spark.sql.catalog.iceberg.s3.secret-access-key": "secret"}
+    assert glue.secret_conf == {
+        "spark.sql.catalog.iceberg.s3.access-key-id": "AKIA",
+        "spark.sql.catalog.iceberg.s3.secret-access-key": "secret",
+    }
 
 
 def test_custom_catalog_impl_in_the_emr_dlf_shape():
     settings = settings_for(
-        {"catalog_name": "dlf_catalog", "catalog_impl": "org.apache.iceberg.aliyun.dlf.DlfCatalog",
-         "io_impl": "org.apache.iceberg.hadoop.HadoopFileIO", "warehouse": "oss://bucket/wh",
-         "login_property": "access.key.id", "password_property": "access.key.secret",
-         "catalog_properties": {"oss.endpoint": "oss-cn-hangzhou.aliyuncs.com", "dlf.catalog-id": "123",
-                                "dlf.endpoint": "dlf.cn-hangzhou.aliyuncs.com", "dlf.region-id": "cn-hangzhou"}},
-        login="LTAI-key-id", password="key-secret",
+        {
+            "catalog_name": "dlf_catalog",
+            "catalog_impl": "org.apache.iceberg.aliyun.dlf.DlfCatalog",
+            "io_impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+            "warehouse": "oss://bucket/wh",
+            "login_property": "access.key.id",
+            "password_property": "access.key.secret",
+            "catalog_properties": {
+                "oss.endpoint": "oss-cn-hangzhou.aliyuncs.com",
+                "dlf.catalog-id": "123",
+                "dlf.endpoint": "dlf.cn-hangzhou.aliyuncs.com",
+                "dlf.region-id": "cn-hangzhou",
+            },
+        },
+        login="LTAI-key-id",
+        password="key-secret",
     )
     prefix = "spark.sql.catalog.dlf_catalog"
     assert settings.conf == {
@@ -128,34 +189,58 @@ def test_custom_catalog_impl_in_the_emr_dlf_shape():
         f"{prefix}.dlf.region-id": "cn-hangzhou",
     }
     # The access key id is half of a credential: it stays off argv too.
-    assert settings.secret_conf == {f"{prefix}.access.key.id": "LTAI-key-id",
-                                    f"{prefix}.access.key.secret": "key-secret"}
+    assert settings.secret_conf == {
+        f"{prefix}.access.key.id": "LTAI-key-id",
+        f"{prefix}.access.key.secret": "key-secret",
+    }
 
 
 def test_per_catalog_hadoop_properties_and_s3a_keys():
-    settings = settings_for({"catalog_name": "hadoop_prod", "catalog_type": "hadoop", "warehouse": "s3a://b/wh",
-                             "hadoop_properties": '{"fs.s3a.endpoint": "http://aws-local:9000", '
-                                                  '"hadoop.fs.s3a.path.style.access": true}'},
-                            login="minio", password="minio123")
+    settings = settings_for(
+        {
+            "catalog_name": "hadoop_prod",
+            "catalog_type": "hadoop",
+            "warehouse": "s3a://b/wh",
+            "hadoop_properties": '{"fs.s3a.endpoint": "http://aws-local:9000", '
+            '"hadoop.fs.s3a.path.style.access": true}',
+        },
+        login="minio",
+        password="minio123",
+    )
     assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.endpoint"] == "http://aws-local:9000"
     assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.path.style.access"] == "true"
-    assert settings.secret_conf == {"spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.access.key": "minio",
-                                    "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.secret.key": "minio123"}
+    assert settings.secret_conf == {
+        "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.access.key": "minio",
+        "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.secret.key": "minio123",
+    }
 
 
 def test_secret_looking_extra_properties_never_reach_argv_settings():
-    settings = settings_for({"catalog_type": "rest", "catalog_properties": {
-        "s3.secret-access-key": "x", "s3.access-key-id": "y", "header.X-Api-Token": "z", "s3.endpoint": "e"}},
-        host="http://rest:8181")
-    assert set(settings.secret_conf) == {"spark.sql.catalog.iceberg.s3.secret-access-key",
-                                         "spark.sql.catalog.iceberg.s3.access-key-id",
-                                         "spark.sql.catalog.iceberg.header.X-Api-Token"}
+    settings = settings_for(
+        {
+            "catalog_type": "rest",
+            "catalog_properties": {
+                "s3.secret-access-key": "x",
+                "s3.access-key-id": "y",
+                "header.X-Api-Token": "z",
+                "s3.endpoint": "e",
+            },
+        },
+        host="http://rest:8181",
+    )
+    assert set(settings.secret_conf) == {
+        "spark.sql.catalog.iceberg.s3.secret-access-key",
+        "spark.sql.catalog.iceberg.s3.access-key-id",
+        "spark.sql.catalog.iceberg.header.X-Api-Token",
+    }
     assert "spark.sql.catalog.iceberg.s3.endpoint" in settings.conf
 
 
 def test_session_catalog_over_hive_shares_the_metastore_with_spark():
-    settings = settings_for({"catalog_type": "hive", "session_catalog": True, "warehouse": "file:///wh"},
-                            host="thrift://127.0.0.1:9083")
+    settings = settings_for(
+        {"catalog_type": "hive", "session_catalog": True, "warehouse": "file:///wh"},
+        host="thrift://127.0.0.1:9083",
+    )
     assert settings.catalog_names == ("spark_catalog",)
     assert settings.conf["spark.sql.catalog.spark_catalog"] == "org.apache.iceberg.spark.SparkSessionCatalog"
     assert settings.conf["spark.sql.catalog.spark_catalog.type"] == "hive"
@@ -166,9 +251,18 @@ def test_session_catalog_over_hive_shares_the_metastore_with_spark():
 
 def test_two_catalogs_in_one_job_merge_without_clashing():
     hive = config_from_fields({"catalog_name": "hive_prod", "catalog_type": "hive"}, host="thrift://h:9083")
-    jdbc = config_from_fields({"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": "/wh",
-                               "runtime_jar": "/r.jar", "extra_jars": "/pg.jar"},
-                              host="jdbc:postgresql://db/c", login="u", password="p")
+    jdbc = config_from_fields(
+        {
+            "catalog_name": "pg",
+            "catalog_type": "jdbc",
+            "warehouse": "/wh",
+            "runtime_jar": "/r.jar",
+            "extra_jars": "/pg.jar",
+        },
+        host="jdbc:postgresql://db/c",
+        login="u",
+        password="p",
+    )
     settings = combined_settings([hive, jdbc])
     assert settings.catalog_names == ("hive_prod", "pg")
     assert settings.conf["spark.sql.catalog.hive_prod.type"] == "hive"

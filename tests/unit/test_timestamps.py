@@ -13,9 +13,19 @@ MS_2024 = 1704067200000  # 2024-01-01T00:00:00Z
 
 @pytest.mark.parametrize(
     "value",
-    [MS_2024, str(MS_2024), "2024-01-01T00:00:00+00:00", "2024-01-01T00:00:00Z", "2024-01-01T01:00:00+01:00",
-     "2024-01-01", datetime(2024, 1, 1, tzinfo=timezone.utc), datetime(2024, 1, 1),
-     datetime(2024, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))), pendulum.datetime(2024, 1, 1), date(2024, 1, 1)],
+    [
+        MS_2024,
+        str(MS_2024),
+        "2024-01-01T00:00:00+00:00",
+        "2024-01-01T00:00:00Z",
+        "2024-01-01T01:00:00+01:00",
+        "2024-01-01",
+        datetime(2024, 1, 1, tzinfo=timezone.utc),
+        datetime(2024, 1, 1),
+        datetime(2024, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))),
+        pendulum.datetime(2024, 1, 1),
+        date(2024, 1, 1),
+    ],
 )
 def test_every_accepted_form_gives_the_same_millis(value):
     assert to_epoch_millis(value) == MS_2024
