@@ -1,0 +1,3 @@
+"""Suite-wide fixtures: the real catalog servers (Hive Metastore, PostgreSQL, SeaweedFS REST)."""
+
+pytest_plugins = ["tests.servers.fixtures"]

@@ -1,0 +1,90 @@
+"""Session-scoped pytest fixtures for the real catalog servers.
+
+Register them once for the whole suite, in the root ``tests/conftest.py``::
+
+    pytest_plugins = ["tests.servers.fixtures"]
+
+Each server starts on first use, is shared by the whole session (they take 1-5 s to start), and
+is stopped at session end, also when the run fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .hive_metastore import HiveMetastore
+from .postgres import PostgresServer
+from .seaweedfs_rest import SeaweedRestCatalog
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SPARK_PYTHON = ".spark-venv/bin/python"
+
+
+def spark_home() -> Path:
+    """Finds the pyspark installation whose jars run the Hive metastore.
+
+    ``$SPARK_HOME`` wins. Otherwise the pyspark package directory is asked from the Spark
+    runtime's own interpreter, ``$SPARK_PYTHON`` (default ``.spark-venv/bin/python``, relative to
+    the repository root), because pyspark lives in a separate venv from Airflow.
+
+    Returns:
+        A Spark home or pyspark package directory (both have ``jars/``).
+
+    Raises:
+        RuntimeError: If that interpreter is missing or cannot import pyspark.
+    """
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    python = REPO_ROOT / os.environ.get("SPARK_PYTHON", DEFAULT_SPARK_PYTHON)  # absolute stays absolute
+    try:
+        result = subprocess.run(
+            [str(python), "-c", "import pyspark,os;print(os.path.dirname(pyspark.__file__))"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except OSError as exc:
+        raise RuntimeError(f"cannot run the Spark interpreter {python} (set SPARK_PYTHON): {exc}") from exc
+    if result.returncode != 0 or not result.stdout.strip():
+        raise RuntimeError(
+            f"{python} cannot import pyspark (set SPARK_PYTHON or SPARK_HOME): {result.stderr}"
+        )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _class_cache(config: pytest.Config) -> Path | None:
+    """A folder under .pytest_cache that keeps the compiled metastore launcher between runs."""
+    cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+    return Path(cache.mkdir("loopback-metastore")) if cache is not None else None
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HiveMetastore]:
+    """A Hive metastore on 127.0.0.1 (``.uri``, ``.warehouse``) shared by the session."""
+    server = HiveMetastore(
+        tmp_path_factory.mktemp("hive-metastore"), spark_home(), class_cache=_class_cache(request.config)
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A PostgreSQL server with a password-protected database, shared by the session."""
+    with PostgresServer(tmp_path_factory.mktemp("postgres")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedRestCatalog]:
+    """An OAuth2-protected Iceberg REST catalog (SeaweedFS) shared by the session."""
+    with SeaweedRestCatalog(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
