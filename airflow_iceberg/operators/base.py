@@ -139,10 +139,12 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         """Point SparkSubmitOperator at our job, with the catalog settings merged into the user's.
 
         The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
-        which is merged so that other extensions (Delta, Sedona ...) keep working.
+        which is merged so that other extensions (Delta, Sedona ...) keep working. The table's
+        catalog becomes ``spark.sql.defaultCatalog``, so queries can name tables as ``db.table``.
         """
         user_conf = dict(self.conf or {})
-        conf = {**settings.conf, **user_conf}
+        # Unqualified names in source queries resolve in the table's own catalog.
+        conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0], **user_conf}
         conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
         self.conf = conf
         self.jars = merge_csv(self.jars, *settings.jars) or None

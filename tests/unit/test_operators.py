@@ -103,6 +103,8 @@ def test_exact_spark_submit_argv_without_secrets(jdbc_catalog):
         "spark.sql.catalog.pg.jdbc.schema-version=V1",
         "--conf",
         "spark.sql.catalog.pg.jdbc.user=etl",
+        "--conf",
+        "spark.sql.defaultCatalog=pg",
         "--py-files",
         str(JOB_SPEC_PATH),
         "--jars",

@@ -1,0 +1,95 @@
+"""The story DAGs from the source documents, each run end to end and checked with pyiceberg."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from pyiceberg.table import StaticTable
+
+from scripts.show_table import latest_metadata
+from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
+
+
+def load(warehouse, identifier: str) -> StaticTable:
+    return StaticTable.from_metadata(str(latest_metadata(warehouse, identifier)))
+
+
+@pytest.fixture
+def run_dag(airflow_runner, tmp_path):
+    def run(dag_id: str):
+        completed = airflow_runner.airflow(
+            "dags",
+            "test",
+            dag_id,
+            "2024-01-02",
+            connections={
+                "iceberg_catalog_default": hadoop_catalog_connection(tmp_path),
+                "spark_default": spark_connection(),
+            },
+        )
+        assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+        return tmp_path
+
+    return run
+
+
+def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_dag, airflow_runner):
+    warehouse = run_dag("iceberg_emr_quickstart")
+    sample = load(warehouse, "iceberg_db.sample")
+    first, second = sample.snapshots()
+    assert sorted(sample.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "data": d} for i, d in zip(range(1, 7), "abcdef", strict=True)
+    ]
+    read_all = airflow_runner.xcom("iceberg_emr_quickstart", "read_all")
+    assert (read_all["row_count"], read_all["snapshot_id"]) == (6, second.snapshot_id)
+    assert sorted(r["id"] for r in read_all["preview"]) == [1, 2, 3, 4, 5, 6]
+    read_first = airflow_runner.xcom("iceberg_emr_quickstart", "read_first_snapshot")
+    assert (read_first["row_count"], read_first["snapshot_id"]) == (3, first.snapshot_id)
+    assert sorted((r["id"], r["data"]) for r in read_first["preview"]) == [(1, "a"), (2, "b"), (3, "c")]
+    assert sample.scan(snapshot_id=first.snapshot_id).to_arrow().num_rows == 3
+
+
+def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
+    warehouse = run_dag("iceberg_prophecy_target")
+    employees = load(warehouse, "prophecy_doc_demo.employees_test")
+    assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
+    assert [(str(f.transform), f.name) for f in employees.spec().fields] == [("identity", "Department")]
+    assert employees.metadata.properties["write.spark.accept-any-schema"] == "true"
+    rows = {
+        (r["Name"], r["Department"], r["Salary"], r["Bonus"]) for r in employees.scan().to_arrow().to_pylist()
+    }
+    assert rows == {
+        ("Ann", "Engineering", 110, 10),
+        ("Eve", "Engineering", 95, 0),
+        ("Cid", "Sales", 80, None),
+        ("Dee", "Sales", 85, 5),
+    }
+    replace = employees.snapshots()[-1].summary
+    assert (replace.operation.value, replace["deleted-records"], replace["changed-partition-count"]) == (
+        "overwrite",
+        "2",
+        "1",
+    )
+
+
+def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_dag, airflow_runner):
+    warehouse = run_dag("iceberg_daily_diff")
+    orders = load(warehouse, "diff_demo.orders")
+    yesterday, today = orders.snapshots()
+    assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
+    after = airflow_runner.xcom("iceberg_daily_diff", "after")
+    assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
+    diff = {
+        (r["change"], r["id"], r["amount"], r["day"])
+        for r in load(warehouse, "diff_demo.daily_diff").scan().to_arrow().to_pylist()
+    }
+    day_one, day_two = date(2024, 1, 1), date(2024, 1, 2)
+    assert diff == {
+        ("added", 2, 21, day_one),
+        ("added", 10, 100, day_two),
+        ("added", 11, 110, day_two),
+        ("added", 12, 120, day_two),
+        ("removed", 2, 20, day_one),
+        ("removed", 4, 40, day_one),
+    }
