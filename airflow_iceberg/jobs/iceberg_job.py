@@ -2,11 +2,15 @@
 
 spark-submit runs this file on the driver. It parses its arguments with ``job_spec.parse_argv``
 (the same module the operators used to build them), applies the catalog secrets it receives
-through the environment, runs one DataFrameWriterV2 or DataFrameReader call, and writes a small
-JSON result (snapshot id, operation, counts) for the operator to return as its XCom.
+through the environment, runs one DataFrameWriterV2 write, batch read or bounded stream, and
+writes a small JSON result (snapshot id, operation, counts) for the operator to return as XCom.
 
-The functions below take a SparkSession, so tests drive them against one shared local session;
-``main`` is the only place that creates a session. Nothing here imports Airflow.
+Every function below takes a SparkSession it does not own, so tests drive them against one
+shared local session. ``main`` is the only place that creates (and stops) a session; the work
+itself is :func:`run_job`. Nothing here imports Airflow.
+
+Checks that can fail (missing table, unknown snapshot, a source that does not fit the table)
+run before anything is written, so a failed job leaves every table as it was.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +30,7 @@ except ImportError:  # imported as part of the installed package (tests, local t
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 WRITE_SUMMARY_COUNTS = {
     "added_records": "added-records",
@@ -35,10 +40,28 @@ WRITE_SUMMARY_COUNTS = {
     "deleted_data_files": "deleted-data-files",
     "total_data_files": "total-data-files",
 }
+#: Table property without which Iceberg refuses a writer whose schema differs from the table's.
+ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 
 
 class TableStateError(RuntimeError):
-    """The table is not in the state the request needs (missing, already there, unknown snapshot)."""
+    """The table is not in the state the request needs; nothing was written."""
+
+
+class TableNotFoundError(TableStateError):
+    """The table (or a source or sink table) does not exist."""
+
+
+class TableAlreadyExistsError(TableStateError):
+    """``create`` was asked for a table that already exists."""
+
+
+class SnapshotNotFoundError(TableStateError):
+    """A snapshot id, timestamp, branch or tag points at no snapshot of the table."""
+
+
+class SchemaMismatchError(TableStateError):
+    """The source's columns do not fit the table (or the partition spec) and merge_schema cannot help."""
 
 
 # --------------------------------------------------------------------------- secrets
@@ -49,18 +72,24 @@ def apply_secret_conf(spark: SparkSession, environ: Mapping[str, str]) -> list[s
 
     The secrets never travel in argv (visible in ``ps`` and task logs). They are set as session
     SQL configuration before any catalog is used: Spark creates catalogs lazily from that
-    configuration, and session settings are not shipped to executors. Returns the keys set.
+    configuration, and session settings are not shipped to executors. Returns the keys set;
+    error messages never include the values.
     """
     raw = environ.get(job_spec.SECRET_CONF_ENV)
     if not raw:
         return []
-    secrets = json.loads(raw)
+    try:
+        secrets = json.loads(raw)
+    except ValueError:
+        secrets = None
+    if not isinstance(secrets, dict):
+        raise job_spec.InvalidSpecError(f"{job_spec.SECRET_CONF_ENV} must be a JSON object of Spark settings")
     for key, value in secrets.items():
-        spark.conf.set(key, value)
+        spark.conf.set(str(key), str(value))
     return sorted(secrets)
 
 
-# --------------------------------------------------------------------------- sources and tables
+# --------------------------------------------------------------------------- tables and snapshots
 
 
 def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
@@ -68,6 +97,7 @@ def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
     if source.query is not None:
         return spark.sql(job_spec.validate_query(source.query))
     if source.table is not None:
+        require_table(spark, source.table, "source table")
         return spark.table(source.table)
     return spark.read.format(str(source.format)).options(**source.options).load(source.path)
 
@@ -76,18 +106,39 @@ def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
 
 
+def require_table(spark: SparkSession, table: str, what: str = "table") -> None:
+    """Fail with the table's name rather than Spark's TABLE_OR_VIEW_NOT_FOUND stack trace."""
+    if not table_exists(spark, table):
+        raise TableNotFoundError(f"{what} {table} does not exist")
+
+
 def ensure_namespace(spark: SparkSession, table: str) -> None:
     """Create the table's namespace if needed, so a first create works on Hive and JDBC catalogs too."""
     namespace = table.rsplit(".", 1)[0]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
 
 
+def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
     """The id the table's ``main`` branch points at, or None for a table with no snapshot yet."""
+    return _ref_snapshot_id(spark, table, "main", "BRANCH")
+
+
+def _ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> int | None:
     from pyspark.sql import functions as F
 
-    rows = spark.table(f"{table}.refs").where(F.col("name") == "main").select("snapshot_id").collect()
+    rows = (spark.table(f"{table}.refs").where((F.col("name") == name) & (F.col("type") == kind))
+            .select("snapshot_id").collect())
     return int(rows[0].snapshot_id) if rows else None
+
+
+def snapshot_exists(spark: SparkSession, table: str, snapshot_id: int) -> bool:
+    from pyspark.sql import functions as F
+
+    return bool(spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).limit(1).count())
 
 
 def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[str, Any]:
@@ -96,7 +147,7 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
 
     rows = spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).collect()
     if not rows:
-        raise TableStateError(f"snapshot {snapshot_id} is not in table {table}")
+        raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
     return _describe_snapshot(rows[0])
 
 
@@ -162,17 +213,32 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def snapshot_properties_for(
+    spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
+) -> dict[str, str]:
+    """The snapshot-summary entries of a write: the user's ``snapshot-property.*``, Airflow's tags, the id."""
+    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    properties = {
+        key[len(prefix):]: value
+        for key, value in spec.write_options.items()
+        if key.lower().startswith(prefix)
+    }
+    properties.update(commit_properties)
+    if commit_id:
+        properties[job_spec.COMMIT_ID_PROPERTY] = commit_id
+    return properties
+
+
 def write_options_for(
     spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
 ) -> dict[str, str]:
     """The DataFrameWriterV2 options: the user's, merge-schema, and the snapshot-summary tags."""
-    options = dict(spec.write_options)
+    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    options = {key: value for key, value in spec.write_options.items() if not key.lower().startswith(prefix)}
     if spec.merge_schema:
         options["merge-schema"] = "true"
-    for key, value in commit_properties.items():
-        options[f"snapshot-property.{key}"] = value
-    if commit_id:
-        options[f"snapshot-property.{job_spec.COMMIT_ID_PROPERTY}"] = commit_id
+    for key, value in snapshot_properties_for(spec, commit_id, commit_properties).items():
+        options[f"{prefix}{key}"] = value
     return options
 
 
@@ -180,31 +246,137 @@ def table_properties_for(spec: job_spec.WriteSpec) -> dict[str, str]:
     properties = dict(spec.table_properties)
     if spec.merge_schema:
         # Iceberg only accepts a wider schema from a writer when the table allows it.
-        properties.setdefault("write.spark.accept-any-schema", "true")
+        properties.setdefault(ACCEPT_ANY_SCHEMA, "true")
     return properties
 
 
-def _check_table_state(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
-    exists = table_exists(spark, spec.table)
-    if spec.mode == "create" and exists:
-        raise TableStateError(
-            f"table {spec.table} already exists; use mode 'create_or_replace' or 'replace' to replace it"
+def check_table_state(spark: SparkSession, table: str, mode: str) -> None:
+    """Fail before any work when the mode needs a table that is missing, or must not find one."""
+    exists = table_exists(spark, table)
+    if mode == "create" and exists:
+        raise TableAlreadyExistsError(
+            f"table {table} already exists; use mode 'create_or_replace' or 'replace' to replace it"
         )
-    if spec.mode not in ("create", "create_or_replace") and not exists:
-        raise TableStateError(
-            f"table {spec.table} does not exist; create it first (IcebergCreateTableOperator, mode 'create')"
+    if mode not in ("create", "create_or_replace") and not exists:
+        raise TableNotFoundError(
+            f"table {table} does not exist; create it first (IcebergCreateTableOperator, mode 'create')"
         )
+
+
+def check_partition_columns(spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+    """Name the bad partition_by entry, instead of Spark's "Couldn't find column" with a schema dump."""
+    known = {column.lower() for column in columns}
+    for expression in spec.partition_by:
+        column = job_spec.parse_transform(expression)[1]
+        if column.lower() not in known:
+            raise SchemaMismatchError(
+                f"partition_by {expression!r} uses column {column!r}, which is not in the source "
+                f"(columns: {', '.join(columns)})"
+            )
+
+
+def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+    """Compare the source's columns with the existing table's before writing.
+
+    Without merge_schema, extra or missing columns are an error that names them (Spark's own
+    message does not). With merge_schema, Iceberg needs ``write.spark.accept-any-schema=true``
+    on the table; without it Spark would fail with an arity error that hides the reason.
+    """
+    if spec.merge_schema:
+        if table_properties(spark, spec.table).get(ACCEPT_ANY_SCHEMA, "").lower() != "true":
+            raise SchemaMismatchError(
+                f"merge_schema needs table property {ACCEPT_ANY_SCHEMA}=true on {spec.table}: create the "
+                f"table with merge_schema=True, or run ALTER TABLE {spec.table} SET TBLPROPERTIES "
+                f"('{ACCEPT_ANY_SCHEMA}'='true')"
+            )
+        return
+    table_columns = spark.table(spec.table).columns
+    in_table = {column.lower() for column in table_columns}
+    in_source = {column.lower() for column in columns}
+    extra = [column for column in columns if column.lower() not in in_table]
+    missing = [column for column in table_columns if column.lower() not in in_source]
+    if extra:
+        raise SchemaMismatchError(
+            f"source columns {', '.join(extra)} are not in table {spec.table} "
+            f"(columns: {', '.join(table_columns)}); set merge_schema=True to add them to the table"
+        )
+    if missing:
+        raise SchemaMismatchError(
+            f"the source has no column {', '.join(missing)} of table {spec.table}; "
+            "select it (NULL if unknown) or set merge_schema=True"
+        )
+
+
+def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
+    """An unknown validate-from-snapshot-id would fail at commit time, after all the data is written."""
+    value = job_spec.option_value(spec.write_options, "validate-from-snapshot-id")
+    if value is not None and not snapshot_exists(spark, spec.table, int(value)):
+        raise SnapshotNotFoundError(
+            f"validate-from-snapshot-id {value} is not a snapshot of table {spec.table}"
+        )
+
+
+def write_table(
+    spark: SparkSession,
+    spec: job_spec.WriteSpec,
+    commit_id: str | None = None,
+    commit_properties: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run one DataFrameWriterV2 call and describe the snapshot it committed.
+
+    Everything that can be checked is checked before the write, so a failure leaves the table
+    (and the catalog) as it was.
+    """
+    check_table_state(spark, spec.table, spec.mode)
+    df = load_source(spark, spec.source)
+    if spec.mode in job_spec.CREATE_MODES:
+        check_partition_columns(spec, df.columns)
+        ensure_namespace(spark, spec.table)  # only now: a failed check must not leave a namespace behind
+    else:
+        check_source_fits_table(spark, spec, df.columns)
+        check_validate_from(spark, spec)
+    if spec.created_with_sql:
+        properties = snapshot_properties_for(spec, commit_id, commit_properties or {})
+        with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
+    else:
+        _write_frame(df, spec, write_options_for(spec, commit_id, commit_properties or {}))
+    return _result_of_write(spark, spec.table, spec.mode, commit_id)
+
+
+def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
+    from pyspark.sql import functions as F
+
+    writer = df.writeTo(spec.table).options(**options)
+    if spec.mode in job_spec.CREATE_MODES:
+        writer = writer.using("iceberg")
+        for key, value in table_properties_for(spec).items():
+            writer = writer.tableProperty(key, value)
+        if spec.partition_by:
+            writer = writer.partitionedBy(*[transform_column(e) for e in spec.partition_by])
+    if spec.mode == "overwrite":
+        writer.overwrite(F.expr(str(spec.condition)))
+    else:
+        getattr(writer, _WRITER_METHOD[spec.mode])()
+
+
+_WRITER_METHOD = {
+    "create": "create",
+    "replace": "replace",
+    "create_or_replace": "createOrReplace",
+    "append": "append",
+    "overwrite_partitions": "overwritePartitions",
+}
 
 
 def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFrame) -> None:
     """Create through SQL CTAS: DataFrameWriterV2.partitionedBy cannot express ``truncate(W, col)``.
 
     CTAS on an Iceberg SparkCatalog is atomic (a staged table), like the DataFrameWriterV2 path.
+    It takes no write options, so its snapshot properties come from :func:`with_commit_properties`.
     """
     view = f"airflow_iceberg_source_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
-    verb = {"create": "CREATE TABLE", "replace": "REPLACE TABLE", "create_or_replace": "CREATE OR REPLACE TABLE"}
-    sql = f"{verb[spec.mode]} {spec.table} USING iceberg"
+    sql = f"{_CTAS_VERB[spec.mode]} {spec.table} USING iceberg"
     if spec.partition_by:
         sql += " PARTITIONED BY (" + ", ".join(_transform_sql(e) for e in spec.partition_by) + ")"
     properties = table_properties_for(spec)
@@ -217,50 +389,68 @@ def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFram
         spark.catalog.dropTempView(view)
 
 
-def write_table(
-    spark: SparkSession,
-    spec: job_spec.WriteSpec,
-    commit_id: str | None = None,
-    commit_properties: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """Run one DataFrameWriterV2 call and describe the snapshot it committed."""
-    from pyspark.sql import functions as F
-
-    _check_table_state(spark, spec)
-    if spec.mode in job_spec.CREATE_MODES:
-        ensure_namespace(spark, spec.table)
-    df = load_source(spark, spec.source)
-    writer = df.writeTo(spec.table).options(**write_options_for(spec, commit_id, commit_properties or {}))
-    if spec.mode in job_spec.CREATE_MODES:
-        if any(job_spec.parse_transform(e)[0] == "truncate" for e in spec.partition_by):
-            _create_with_sql(spark, spec, df)
-            return _result_of_write(spark, spec, commit_id=None)
-        writer = writer.using("iceberg")
-        for key, value in table_properties_for(spec).items():
-            writer = writer.tableProperty(key, value)
-        if spec.partition_by:
-            writer = writer.partitionedBy(*[transform_column(e) for e in spec.partition_by])
-    if spec.mode == "create":
-        writer.create()
-    elif spec.mode == "replace":
-        writer.replace()
-    elif spec.mode == "create_or_replace":
-        writer.createOrReplace()
-    elif spec.mode == "append":
-        writer.append()
-    elif spec.mode == "overwrite_partitions":
-        writer.overwritePartitions()
-    else:
-        writer.overwrite(F.expr(str(spec.condition)))
-    return _result_of_write(spark, spec, commit_id)
+_CTAS_VERB = {
+    "create": "CREATE TABLE", "replace": "REPLACE TABLE", "create_or_replace": "CREATE OR REPLACE TABLE",
+}
 
 
-def _result_of_write(spark: SparkSession, spec: job_spec.WriteSpec, commit_id: str | None) -> dict[str, Any]:
-    found = find_commit(spark, spec.table, commit_id) if commit_id else None
+class _JavaCallable:
+    """A Python function the JVM can call as a ``java.util.concurrent.Callable`` (through py4j)."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        self.action = action
+        self.error: BaseException | None = None
+
+    def call(self) -> bool:
+        try:
+            self.action()
+        except BaseException as error:  # kept so the caller re-raises the original, not py4j's wrapper
+            self.error = error
+            raise
+        return True
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]
+
+
+def with_commit_properties(
+    spark: SparkSession, properties: Mapping[str, str], action: Callable[[], object]
+) -> None:
+    """Run ``action`` (SQL) with Iceberg snapshot-summary properties, as write options do for the writer API.
+
+    Iceberg's documented way for SQL is ``CommitMetadata.withCommitProperties``: it keeps the
+    properties in a JVM thread-local while the callable runs. PySpark pins each Python thread to
+    one JVM thread, and py4j runs the callback's own JVM calls on that same thread, so the
+    commit made by ``action`` sees them.
+    """
+    if not properties:
+        action()
+        return
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    context = spark.sparkContext
+    ensure_callback_server_started(context._gateway)
+    java_properties = context._jvm.java.util.HashMap()
+    for key, value in properties.items():
+        java_properties.put(key, value)
+    callable_ = _JavaCallable(action)
+    runtime_exception = context._jvm.java.lang.RuntimeException._java_lang_class
+    try:
+        context._jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            java_properties, callable_, runtime_exception
+        )
+    except Exception:
+        if callable_.error is not None:
+            raise callable_.error from None
+        raise
+
+
+def _result_of_write(spark: SparkSession, table: str, mode: str, commit_id: str | None) -> dict[str, Any]:
+    found = find_commit(spark, table, commit_id) if commit_id else None
     if found is None:
-        snapshot_id = current_snapshot_id(spark, spec.table)
-        found = snapshot_summary(spark, spec.table, snapshot_id) if snapshot_id is not None else {}
-    return {"table": spec.table, "mode": spec.mode, **found}
+        snapshot_id = current_snapshot_id(spark, table)
+        found = snapshot_summary(spark, table, snapshot_id) if snapshot_id is not None else {}
+    return {"table": table, "mode": mode, **found}
 
 
 # --------------------------------------------------------------------------- reads
@@ -270,24 +460,26 @@ def resolve_snapshot(spark: SparkSession, spec: job_spec.ReadSpec) -> int | None
     """Find the snapshot a read will see, and fail clearly when the selector points nowhere.
 
     Checking the table's metadata tables first gives errors that name the table and the bad
-    value, instead of a Java stack trace from deep inside the scan.
+    value, instead of a Java stack trace from deep inside the scan. For an incremental read
+    this is the end of the range; for a stream it is None (the checkpoint decides).
     """
-    from pyspark.sql import functions as F
-
     table = spec.table
     if spec.snapshot_id is not None:
-        known = spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == spec.snapshot_id).count()
-        if not known:
-            raise TableStateError(f"snapshot_id {spec.snapshot_id} is not a snapshot of table {table}")
+        if not snapshot_exists(spark, table, spec.snapshot_id):
+            raise SnapshotNotFoundError(f"snapshot_id {spec.snapshot_id} is not a snapshot of table {table}")
         return spec.snapshot_id
     if spec.as_of_timestamp is not None:
         return _snapshot_as_of(spark, table, spec.as_of_timestamp)
     if spec.branch is not None or spec.tag is not None:
         kind, name = ("BRANCH", spec.branch) if spec.branch is not None else ("TAG", spec.tag)
-        rows = spark.table(f"{table}.refs").where((F.col("name") == name) & (F.col("type") == kind)).collect()
-        if not rows:
-            raise TableStateError(f"{kind.lower()} {name!r} does not exist in table {table}")
-        return int(rows[0].snapshot_id)
+        found = _ref_snapshot_id(spark, table, str(name), kind)
+        if found is None:
+            raise SnapshotNotFoundError(f"{kind.lower()} {name!r} does not exist in table {table}")
+        return found
+    if spec.start_snapshot_id is not None:
+        return incremental_range(spark, spec)[1]
+    if spec.is_stream:
+        return None
     return current_snapshot_id(spark, table)
 
 
@@ -301,23 +493,103 @@ def _snapshot_as_of(spark: SparkSession, table: str, timestamp_ms: int) -> int:
     first = history.agg(F.min("made_ms").alias("first")).collect()[0].first
     when = datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).isoformat()
     if first is None:
-        raise TableStateError(f"table {table} has no snapshots to time-travel to")
+        raise SnapshotNotFoundError(f"table {table} has no snapshots to time-travel to")
     first_iso = datetime.fromtimestamp(first / 1000, tz=timezone.utc).isoformat()
-    raise TableStateError(
+    raise SnapshotNotFoundError(
         f"as_of_timestamp {timestamp_ms} ({when}) is before the first snapshot of table {table} "
         f"({first} = {first_iso})"
     )
 
 
-def reader_options(spec: job_spec.ReadSpec) -> dict[str, str]:
-    """The DataFrameReader options: the user's read options plus the one time-travel selector."""
+def _snapshot_graph(spark: SparkSession, table: str) -> dict[int, tuple[int | None, str]]:
+    """Every snapshot of the table: id -> (parent id, operation)."""
+    rows = spark.table(f"{table}.snapshots").select("snapshot_id", "parent_id", "operation").collect()
+    return {
+        int(row.snapshot_id): (int(row.parent_id) if row.parent_id is not None else None, row.operation)
+        for row in rows
+    }
+
+
+def incremental_range(spark: SparkSession, spec: job_spec.ReadSpec) -> tuple[int, int, list[int]]:
+    """Check an incremental read's range and return ``(start, end, skipped non-append snapshot ids)``.
+
+    The start is exclusive and must be an ancestor of (or equal to) the end; the end defaults to
+    the current snapshot. Iceberg's incremental scan returns only rows *appended* in the range;
+    the ids of the overwrite/delete/replace snapshots it passes over are returned so the result
+    can say so instead of silently dropping them.
+    """
+    table, start = spec.table, int(spec.start_snapshot_id or 0)
+    graph = _snapshot_graph(spark, table)
+    end = spec.end_snapshot_id if spec.end_snapshot_id is not None else current_snapshot_id(spark, table)
+    for name, snapshot in (("start_snapshot_id", start), ("end_snapshot_id", end)):
+        if snapshot is None or snapshot not in graph:
+            raise SnapshotNotFoundError(f"{name} {snapshot} is not a snapshot of table {table}")
+    assert end is not None
+    skipped: list[int] = []
+    cursor: int | None = end
+    while cursor is not None and cursor != start:
+        parent, operation = graph.get(cursor, (None, ""))
+        if operation != "append":
+            skipped.append(cursor)
+        cursor = parent
+    if cursor is None:
+        raise SnapshotNotFoundError(
+            f"start_snapshot_id {start} is not an ancestor of end_snapshot_id {end} in table {table}"
+        )
+    return start, end, sorted(skipped)
+
+
+_SELECTOR_OPTIONS = (
+    ("snapshot_id", "snapshot-id"), ("as_of_timestamp", "as-of-timestamp"), ("branch", "branch"),
+    ("tag", "tag"),
+    ("start_snapshot_id", "start-snapshot-id"), ("end_snapshot_id", "end-snapshot-id"),
+    ("stream_from_timestamp", "stream-from-timestamp"),
+)
+
+
+def reader_options(spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> dict[str, str]:
+    """The DataFrameReader options: the user's read options plus the one selector.
+
+    A read of the current snapshot is pinned to ``snapshot_id`` (the one resolved when the job
+    started) and an incremental read's end defaults to it, so that the count, preview and sink,
+    which scan the table separately, all see the same data. A branch read keeps the ``branch``
+    option: Iceberg reads a branch with the table's current schema, a snapshot id with the
+    snapshot's own, so pinning would change what a branch read returns.
+    """
     options = dict(spec.read_options)
-    for name, key in (("snapshot_id", "snapshot-id"), ("as_of_timestamp", "as-of-timestamp"),
-                      ("branch", "branch"), ("tag", "tag")):
+    for name, key in _SELECTOR_OPTIONS:
         value = getattr(spec, name)
         if value is not None:
             options[key] = str(value)
+    if snapshot_id is not None and spec.selector is None:
+        options["snapshot-id"] = str(snapshot_id)
+    if snapshot_id is not None and spec.start_snapshot_id is not None:
+        options["end-snapshot-id"] = str(snapshot_id)
     return options
+
+
+def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:
+    """Apply the filter, then keep the columns: Spark pushes both into the Iceberg scan.
+
+    Filtering first lets the filter use columns that are not kept.
+    """
+    from pyspark.sql import functions as F
+
+    if spec.filter:
+        df = df.where(F.expr(spec.filter))
+    if spec.columns:
+        df = df.select(*spec.columns)
+    return df
+
+
+def read_frame(spark: SparkSession, spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> DataFrame:
+    """The batch DataFrame a read produces (options, selector, filter and columns applied)."""
+    if spec.start_snapshot_id is not None and spec.start_snapshot_id == snapshot_id:
+        # An empty range: Iceberg rejects start == end, but "nothing new since start" is a normal
+        # outcome for a pipeline that reads incrementally from where it stopped.
+        options = {**spec.read_options, "snapshot-id": str(snapshot_id)}
+        return project(spark.read.options(**options).table(spec.table).limit(0), spec)
+    return project(spark.read.options(**reader_options(spec, snapshot_id)).table(spec.table), spec)
 
 
 def read_table(
@@ -327,42 +599,125 @@ def read_table(
     commit_properties: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Read the table (as of the chosen snapshot), write the rows to the sink, report the count."""
-    from pyspark.sql import functions as F
-
-    if not table_exists(spark, spec.table):
-        raise TableStateError(f"table {spec.table} does not exist")
-    snapshot_id = resolve_snapshot(spark, spec)
-    df = spark.read.options(**reader_options(spec)).table(spec.table)
-    if spec.columns:
-        df = df.select(*spec.columns)
-    if spec.filter:
-        df = df.where(F.expr(spec.filter))
-    result: dict[str, Any] = {"table": spec.table, "snapshot_id": snapshot_id, "selector": spec.selector}
+    if spec.is_stream:
+        return stream_table(spark, spec, commit_id, commit_properties)
+    require_table(spark, spec.table)
+    result: dict[str, Any] = {"table": spec.table, "selector": spec.selector}
+    if spec.start_snapshot_id is not None:
+        start, snapshot_id, skipped = incremental_range(spark, spec)
+        result.update(start_snapshot_id=start, end_snapshot_id=snapshot_id, skipped_snapshot_ids=skipped)
+    else:
+        snapshot_id = resolve_snapshot(spark, spec)
+    result["snapshot_id"] = snapshot_id
+    if spec.sink_table:
+        check_table_state(spark, spec.sink_table, spec.sink_mode)
+    df = read_frame(spark, spec, snapshot_id)
     result["row_count"] = df.count()
     if spec.preview_rows:
         rows = [row.asDict(recursive=True) for row in df.limit(spec.preview_rows).collect()]
         result["preview"] = json.loads(json.dumps(rows, default=str))
     if spec.sink_table:
-        sink = job_spec.WriteSpec(table=spec.sink_table, mode=spec.sink_mode, source=job_spec.Source(query="SELECT 1"))
-        _check_table_state(spark, sink)
         if spec.sink_mode in job_spec.CREATE_MODES:
             ensure_namespace(spark, spec.sink_table)
-        writer = df.writeTo(spec.sink_table).options(**write_options_for(sink, commit_id, commit_properties or {}))
+        writer = df.writeTo(spec.sink_table).options(**_sink_write_options(commit_id, commit_properties))
         getattr(writer, _WRITER_METHOD[spec.sink_mode])()
-        result["sink"] = _result_of_write(spark, sink, commit_id)
+        result["sink"] = _result_of_write(spark, spec.sink_table, spec.sink_mode, commit_id)
     elif spec.sink_path:
         df.write.format(spec.sink_format).mode(spec.sink_path_mode).save(spec.sink_path)
         result["sink"] = {"path": spec.sink_path, "format": spec.sink_format}
     return result
 
 
-_WRITER_METHOD = {
-    "create": "create",
-    "replace": "replace",
-    "create_or_replace": "createOrReplace",
-    "append": "append",
-    "overwrite_partitions": "overwritePartitions",
-}
+def _sink_write_options(commit_id: str | None, commit_properties: Mapping[str, str] | None) -> dict[str, str]:
+    sink = job_spec.WriteSpec(table="sink.t", mode="append", source=job_spec.Source(query="SELECT 1"))
+    return write_options_for(sink, commit_id, commit_properties or {})
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def stream_table(
+    spark: SparkSession,
+    spec: job_spec.ReadSpec,
+    commit_id: str | None = None,
+    commit_properties: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Append what was committed since the last run (or since ``stream_from_timestamp``) to the sink.
+
+    A Structured Streaming read with ``trigger(availableNow=True)``: it processes every snapshot
+    appended up to now, in one or more micro-batches, then stops, so it fits a scheduled task.
+    The checkpoint remembers where it stopped; ``stream_from_timestamp`` only matters on the
+    first run. Overwrite and delete snapshots fail the stream unless the read options
+    ``streaming-skip-overwrite-snapshots`` / ``streaming-skip-delete-snapshots`` are true.
+    """
+    require_table(spark, spec.table)
+    source = spark.readStream.format("iceberg").options(**reader_options(spec)).load(spec.table)
+    writer = project(source, spec).writeStream.option("checkpointLocation", str(spec.checkpoint_location))
+    writer = writer.trigger(availableNow=True)
+    if spec.sink_table:
+        ensure_namespace(spark, spec.sink_table)
+        exists = table_exists(spark, spec.sink_table)
+        sink_before = current_snapshot_id(spark, spec.sink_table) if exists else None
+        options = _sink_write_options(commit_id, commit_properties)
+        query = writer.format("iceberg").outputMode("append").options(**options).toTable(spec.sink_table)
+    else:
+        query = writer.format(spec.sink_format).option("path", str(spec.sink_path)).start()
+    progress = _await(query)
+    rows_read = sum(int(update.get("numInputRows", 0)) for update in progress)
+    result: dict[str, Any] = {
+        "table": spec.table,
+        "selector": spec.selector,
+        "stream_from_timestamp": spec.stream_from_timestamp,
+        "snapshot_id": _stream_end_snapshot(progress),
+        "rows_read": rows_read,
+        "row_count": _rows_written(progress, rows_read, filtered=bool(spec.filter)),
+        "batches": sum(1 for update in progress if int(update.get("numInputRows", 0)) > 0),
+    }
+    if spec.sink_table:
+        sink_after = current_snapshot_id(spark, spec.sink_table)
+        committed = sink_after is not None and sink_after != sink_before
+        sink = snapshot_summary(spark, spec.sink_table, sink_after) if committed else {}  # type: ignore[arg-type]
+        result["sink"] = {"table": spec.sink_table, "mode": "append", "committed": committed, **sink}
+    else:
+        result["sink"] = {"path": spec.sink_path, "format": spec.sink_format}
+    return result
+
+
+def _rows_written(progress: Sequence[Mapping[str, Any]], rows_read: int, filtered: bool) -> int | None:
+    """Rows the stream wrote: what the sink reports (Iceberg does, the file sink says -1).
+
+    Without a filter every row read is written, so the source's count is exact; with a filter
+    and a sink that does not report, the number is unknown and None says so.
+    """
+    reported = [int(update.get("sink", {}).get("numOutputRows", -1))
+                for update in progress if int(update.get("numInputRows", 0)) > 0]
+    if all(count >= 0 for count in reported):  # also when no batch had input: nothing was written
+        return sum(reported)
+    if not filtered:
+        return rows_read
+    return None
+
+
+def _await(query: StreamingQuery) -> list[dict[str, Any]]:
+    """Wait for an availableNow query and return its progress updates (raises if the stream failed)."""
+    try:
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+    return list(query.recentProgress)
+
+
+def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:
+    """The source snapshot the stream has read up to, from the last progress update's end offset."""
+    for update in reversed(progress):
+        for source in update.get("sources", []):
+            offset = source.get("endOffset")
+            if isinstance(offset, str):
+                offset = json.loads(offset)
+            if isinstance(offset, dict) and offset.get("snapshot_id") is not None:
+                return int(offset["snapshot_id"])
+    return None
 
 
 # --------------------------------------------------------------------------- entry point
@@ -372,6 +727,43 @@ def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
     """Dispatch one parsed request to the write or read function."""
     action = write_table if isinstance(request.spec, job_spec.WriteSpec) else read_table
     return action(spark, request.spec, request.commit_id, request.commit_properties)  # type: ignore[arg-type]
+
+
+def describe_error(error: BaseException) -> str:
+    """One line that says what went wrong, for the result file and the operator's exception.
+
+    A Py4JJavaError's own text is only "An error occurred while calling o123.append"; the Java
+    exception it carries (e.g. Iceberg's ValidationException) says what actually happened.
+    """
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        message = java.getMessage()
+        text = f"{java.getClass().getSimpleName()}: {message}" if message else str(java.toString())
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return text.strip().splitlines()[0]
+
+
+def run_job(spark: SparkSession, request: job_spec.JobRequest, environ: Mapping[str, str]) -> int:
+    """Run one request on a session the caller owns; report the result; return the exit code.
+
+    Expected failures (invalid request, table in the wrong state) are reported and return 1.
+    Anything else is reported too, then re-raised so spark-submit shows the full traceback.
+    """
+    try:
+        apply_secret_conf(spark, environ)
+        result = {"status": "success", **run(spark, request)}
+    except (job_spec.InvalidSpecError, TableStateError) as error:
+        message = describe_error(error)
+        print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
+        _write_result(request.result_file, {"status": "failed", "error": message})
+        return 1
+    except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...
+        _write_result(request.result_file, {"status": "failed", "error": describe_error(error)})
+        raise
+    print("airflow-iceberg result: " + job_spec.dump_result(result), flush=True)
+    _write_result(request.result_file, result)
+    return 0
 
 
 def _write_result(path: str | None, result: Mapping[str, Any]) -> None:
@@ -385,27 +777,21 @@ def _write_result(path: str | None, result: Mapping[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: parse, get a session, run, and stop the session if we started it.
+
+    A session that already exists (an embedding process, a test) belongs to its creator and is
+    left running.
+    """
     request = job_spec.parse_argv(sys.argv[1:] if argv is None else argv)
     from pyspark.sql import SparkSession
 
+    owned = SparkSession.getActiveSession() is None
     spark = SparkSession.builder.appName(f"airflow-iceberg {request.spec.table}").getOrCreate()
     try:
-        apply_secret_conf(spark, os.environ)
-        result = {"status": "success", **run(spark, request)}
-        print("airflow-iceberg result: " + job_spec.dump_result(result), flush=True)
-        _write_result(request.result_file, result)
-        return 0
-    except (job_spec.InvalidSpecError, TableStateError) as error:
-        message = f"{type(error).__name__}: {error}"
-    except Exception as error:  # Spark's AnalysisException and friends: report them, then fail
-        message = f"{type(error).__name__}: {error}".splitlines()[0]
-        _write_result(request.result_file, {"status": "failed", "error": message})
-        raise
+        return run_job(spark, request, os.environ)
     finally:
-        spark.stop()
-    print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
-    _write_result(request.result_file, {"status": "failed", "error": message})
-    return 1
+        if owned:
+            spark.stop()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,39 @@ CREATE_MODES = ("create", "replace", "create_or_replace")
 FILE_FORMATS = ("parquet", "csv", "json", "orc", "avro", "text")
 SINK_MODES = ("create", "replace", "create_or_replace", "append", "overwrite_partitions")
 PATH_SINK_MODES = ("error", "overwrite", "append", "ignore")
+#: File formats Iceberg itself writes (the ``write-format`` write option).
+ICEBERG_WRITE_FORMATS = ("parquet", "avro", "orc")
+ISOLATION_LEVELS = ("serializable", "snapshot")
+#: Read options that choose *which* data is read. They are ReadSpec fields, never ``read_options``,
+#: so that the "at most one selector" rule cannot be bypassed (Spark option keys are case-insensitive).
+SELECTOR_READ_OPTIONS = {
+    "snapshot-id": "snapshot_id",
+    "as-of-timestamp": "as_of_timestamp",
+    "branch": "branch",
+    "tag": "tag",
+    "start-snapshot-id": "start_snapshot_id",
+    "end-snapshot-id": "end_snapshot_id",
+    "stream-from-timestamp": "stream_from_timestamp",
+    "versionasof": "snapshot_id",
+    "timestampasof": "as_of_timestamp",
+    "start-timestamp": "start_snapshot_id",
+    "end-timestamp": "end_snapshot_id",
+}
+#: Write options with a dedicated WriteSpec field, so the job can also set what they depend on.
+RESERVED_WRITE_OPTIONS = {"merge-schema": "merge_schema", "mergeschema": "merge_schema"}
+#: Iceberg option values Iceberg parses as numbers or booleans: checked here so a typo fails before
+#: Spark starts, instead of as a NumberFormatException (or, for booleans, silently as ``false``).
+_INTEGER_OPTIONS = frozenset({
+    "split-size", "lookback", "file-open-cost", "batch-size", "streaming-max-files-per-micro-batch",
+    "streaming-max-rows-per-micro-batch", "target-file-size-bytes", "validate-from-snapshot-id",
+})
+_BOOLEAN_OPTIONS = frozenset({
+    "vectorization-enabled", "streaming-skip-delete-snapshots", "streaming-skip-overwrite-snapshots",
+    "locality", "check-nullability", "fanout-enabled", "check-ordering",
+})
+_CHOICE_OPTIONS = {"write-format": ICEBERG_WRITE_FORMATS, "isolation-level": ISOLATION_LEVELS}
+#: Prefix of the write options that add an entry to the committed snapshot's summary.
+SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
 
 #: Snapshot-summary key that tags each commit with the id of the operator run that made it.
 COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
@@ -40,12 +73,12 @@ COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
 SECRET_CONF_ENV = "AIRFLOW_ICEBERG_SECRET_CONF"
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_NAME_RE = re.compile(rf"^{_NAME}$")
-_OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_NAME_RE = re.compile(rf"^{_NAME}\Z")
+_OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
 _TRANSFORM_RE = re.compile(
     rf"^\s*(?:(?P<unary>years|months|days|hours|identity)\s*\(\s*(?P<ucol>{_NAME})\s*\)"
     rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>[1-9][0-9]*)\s*,\s*(?P<bcol>{_NAME})\s*\)"
-    rf"|(?P<col>{_NAME}))\s*$"
+    rf"|(?P<col>{_NAME}))\s*\Z"
 )
 _QUERY_START_RE = re.compile(r"^\s*\(*\s*(SELECT|WITH|VALUES|FROM|TABLE)\b", re.IGNORECASE)
 
@@ -121,6 +154,39 @@ def validate_options(options: Mapping[str, object] | None, what: str) -> dict[st
     return result
 
 
+def check_iceberg_option_values(options: Mapping[str, str], what: str) -> None:
+    """Check the values of the Iceberg read/write options whose type is known.
+
+    Iceberg reads numbers with ``Long.parseLong`` (a typo becomes a Java stack trace mid-job) and
+    booleans with ``Boolean.parseBoolean`` (a typo silently becomes ``false``), so both are
+    checked here, with a message that names the option.
+    """
+    for key, value in options.items():
+        name = key.lower()
+        if name in _INTEGER_OPTIONS and not re.fullmatch(r"[0-9]+", value):
+            raise InvalidSpecError(f"{what} {key!r} must be a non-negative integer, got {value!r}")
+        if name in _BOOLEAN_OPTIONS and value.lower() not in ("true", "false"):
+            raise InvalidSpecError(f"{what} {key!r} must be 'true' or 'false', got {value!r}")
+        if name in _CHOICE_OPTIONS and value.lower() not in _CHOICE_OPTIONS[name]:
+            choices = ", ".join(_CHOICE_OPTIONS[name])
+            raise InvalidSpecError(f"{what} {key!r} must be one of {choices}, got {value!r}")
+
+
+def option_value(options: Mapping[str, str], key: str) -> str | None:
+    """Look an option up the way Spark does: option keys are case-insensitive."""
+    for name, value in options.items():
+        if name.lower() == key:
+            return value
+    return None
+
+
+def _reject_reserved_options(options: Mapping[str, str], reserved: Mapping[str, str], what: str) -> None:
+    for key in options:
+        if key.lower() in reserved:
+            field_name = reserved[key.lower()]
+            raise InvalidSpecError(f"{what} {key!r} is not allowed here: use the {field_name!r} field")
+
+
 def validate_query(query: str, what: str = "source query") -> str:
     """Accept only a read-only query, so a templated source can never run DDL such as DROP TABLE.
 
@@ -136,7 +202,9 @@ def validate_query(query: str, what: str = "source query") -> str:
 def validate_condition(condition: str) -> str:
     """Check an overwrite condition: one boolean SQL expression, no statement separators or comments."""
     if not isinstance(condition, str) or not condition.strip():
-        raise InvalidSpecError("overwrite mode needs a non-empty condition, for example \"day = '2024-01-01'\"")
+        raise InvalidSpecError(
+            "overwrite mode needs a non-empty condition, for example \"day = '2024-01-01'\""
+        )
     if _has_statement_separator(condition) or _has_comment(condition):
         raise InvalidSpecError(
             f"overwrite condition {condition!r} must be a single expression without ';' or SQL comments"
@@ -190,15 +258,19 @@ class Source:
     options: dict[str, str] = field(default_factory=dict)
 
     def validated(self) -> Source:
-        kind = _require_one({"source_query": self.query, "source_table": self.table, "source_path": self.path},
-                            "source", allow_none=False)
+        kind = _require_one(
+            {"source_query": self.query, "source_table": self.table, "source_path": self.path},
+            "source", allow_none=False,
+        )
         if kind == "source_query":
             validate_query(self.query or "")
         elif kind == "source_table":
             validate_table_identifier(self.table or "", "source table")
         else:
             if self.format not in FILE_FORMATS:
-                raise InvalidSpecError(f"source_format must be one of {', '.join(FILE_FORMATS)}, got {self.format!r}")
+                raise InvalidSpecError(
+                    f"source_format must be one of {', '.join(FILE_FORMATS)}, got {self.format!r}"
+                )
         if self.options and kind != "source_path":
             raise InvalidSpecError("source_options apply only to a file source (source_path)")
         return dataclasses.replace(self, options=validate_options(self.options, "source option"))
@@ -226,23 +298,50 @@ class WriteSpec:
             parse_transform(expression)
         if self.partition_by and self.mode not in CREATE_MODES:
             raise InvalidSpecError(
-                f"partition_by applies when a table is created ({', '.join(CREATE_MODES)}), not in mode {self.mode!r}"
+                f"partition_by applies when a table is created ({', '.join(CREATE_MODES)}), "
+                f"not in mode {self.mode!r}"
             )
         if self.table_properties and self.mode not in CREATE_MODES:
             raise InvalidSpecError(
-                f"table_properties apply when a table is created ({', '.join(CREATE_MODES)}), not in mode {self.mode!r}"
+                f"table_properties apply when a table is created ({', '.join(CREATE_MODES)}), "
+                f"not in mode {self.mode!r}"
             )
         if (self.mode == "overwrite") != (self.condition is not None):
             raise InvalidSpecError("condition is required by mode 'overwrite' and only allowed there")
         if self.condition is not None:
             validate_condition(self.condition)
+        write_options = validate_options(self.write_options, "write option")
+        self._check_write_options(write_options)
         return dataclasses.replace(
             self,
             source=self.source.validated(),
             partition_by=tuple(self.partition_by),
             table_properties=validate_options(self.table_properties, "table property"),
-            write_options=validate_options(self.write_options, "write option"),
+            write_options=write_options,
         )
+
+    @property
+    def created_with_sql(self) -> bool:
+        """Whether the job must create the table with SQL CTAS: only SQL can express ``truncate(W, col)``."""
+        transforms = [parse_transform(expression)[0] for expression in self.partition_by]
+        return self.mode in CREATE_MODES and "truncate" in transforms
+
+    def _check_write_options(self, options: Mapping[str, str]) -> None:
+        """Reject write options that would be ignored or that contradict the spec, naming the fix."""
+        _reject_reserved_options(options, RESERVED_WRITE_OPTIONS, "write option")
+        check_iceberg_option_values(options, "write option")
+        if option_value(options, "validate-from-snapshot-id") is not None and not option_value(
+            options, "isolation-level"
+        ):
+            raise InvalidSpecError("write option 'validate-from-snapshot-id' needs 'isolation-level' as well")
+        if self.created_with_sql:
+            ignored = [key for key in options if not key.lower().startswith(SNAPSHOT_PROPERTY_PREFIX)]
+            if ignored:
+                raise InvalidSpecError(
+                    f"write options {', '.join(ignored)} cannot be used with a truncate(W, col) partition: "
+                    "such a table is created with SQL CREATE TABLE AS SELECT, which takes no write options. "
+                    "Set the matching table property instead (e.g. write.format.default for write-format)"
+                )
 
     def to_argv(self) -> list[str]:
         argv = ["write", "--table", self.table, "--mode", self.mode]
@@ -260,7 +359,14 @@ class WriteSpec:
 
 @dataclass(frozen=True)
 class ReadSpec:
-    """One DataFrameReader call on an Iceberg table, optionally time-travelling, plus where rows go."""
+    """One read of an Iceberg table plus where its rows go.
+
+    What is read is chosen by at most one selector: a time-travel selector (``snapshot_id``,
+    ``as_of_timestamp``, ``branch``, ``tag``), an incremental range (``start_snapshot_id``,
+    optionally ``end_snapshot_id``: the rows appended after the start, up to and including the
+    end), or ``stream_from_timestamp`` (a bounded Structured Streaming read that resumes from
+    ``checkpoint_location`` on every run). With none, the current snapshot is read.
+    """
 
     table: str
     snapshot_id: int | None = None
@@ -276,51 +382,102 @@ class ReadSpec:
     sink_format: str = "parquet"
     sink_path_mode: str = "error"
     preview_rows: int = 0
+    start_snapshot_id: int | None = None
+    end_snapshot_id: int | None = None
+    stream_from_timestamp: int | None = None
+    checkpoint_location: str | None = None
 
     @property
     def selector(self) -> str | None:
-        """Which time-travel selector is set, if any."""
+        """Which selector is set, if any; raises when more than one is."""
         return _require_one(
             {"snapshot_id": self.snapshot_id, "as_of_timestamp": self.as_of_timestamp,
-             "branch": self.branch, "tag": self.tag},
+             "branch": self.branch, "tag": self.tag, "start_snapshot_id": self.start_snapshot_id,
+             "stream_from_timestamp": self.stream_from_timestamp},
             "time travel", allow_none=True,
         )
 
+    @property
+    def is_stream(self) -> bool:
+        return self.stream_from_timestamp is not None
+
     def validated(self) -> ReadSpec:
+        """Return a copy with normalised options, or raise :class:`InvalidSpecError` naming the field."""
         validate_table_identifier(self.table)
+        self._check_selectors()
+        for column in self.columns:
+            validate_name(column, "column")
+        if self.filter is not None:
+            validate_condition(self.filter)
+        self._check_sink()
+        if self.is_stream:
+            self._check_stream()
+        elif self.checkpoint_location is not None:
+            raise InvalidSpecError("checkpoint_location applies only to a stream (stream_from_timestamp)")
+        read_options = validate_options(self.read_options, "read option")
+        _reject_reserved_options(read_options, SELECTOR_READ_OPTIONS, "read option")
+        check_iceberg_option_values(read_options, "read option")
+        return dataclasses.replace(self, columns=tuple(self.columns), read_options=read_options)
+
+    def _check_selectors(self) -> None:
         self.selector  # noqa: B018 - raises when two selectors are given
-        for name in ("snapshot_id", "as_of_timestamp"):
+        for name in ("snapshot_id", "as_of_timestamp", "start_snapshot_id", "end_snapshot_id",
+                     "stream_from_timestamp"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InvalidSpecError(f"{name} must be a non-negative integer, got {value!r}")
         for name in ("branch", "tag"):
             if getattr(self, name) is not None:
                 validate_name(getattr(self, name), name)
-        for column in self.columns:
-            validate_name(column, "column")
-        if self.filter is not None:
-            validate_condition(self.filter)
+        if self.end_snapshot_id is not None and self.start_snapshot_id is None:
+            raise InvalidSpecError("end_snapshot_id needs start_snapshot_id: an incremental read is a range")
+
+    def _check_sink(self) -> None:
         _require_one({"sink_table": self.sink_table, "sink_path": self.sink_path}, "sink", allow_none=True)
         if self.sink_table is not None:
             validate_table_identifier(self.sink_table, "sink table")
         if self.sink_mode not in SINK_MODES:
-            raise InvalidSpecError(f"sink_mode must be one of {', '.join(SINK_MODES)}, got {self.sink_mode!r}")
+            raise InvalidSpecError(
+                f"sink_mode must be one of {', '.join(SINK_MODES)}, got {self.sink_mode!r}"
+            )
         if self.sink_format not in FILE_FORMATS:
-            raise InvalidSpecError(f"sink_format must be one of {', '.join(FILE_FORMATS)}, got {self.sink_format!r}")
+            raise InvalidSpecError(
+                f"sink_format must be one of {', '.join(FILE_FORMATS)}, got {self.sink_format!r}"
+            )
         if self.sink_path_mode not in PATH_SINK_MODES:
             raise InvalidSpecError(
                 f"sink_path_mode must be one of {', '.join(PATH_SINK_MODES)}, got {self.sink_path_mode!r}"
             )
-        if not isinstance(self.preview_rows, int) or not 0 <= self.preview_rows <= 1000:
-            raise InvalidSpecError(f"preview_rows must be an integer from 0 to 1000, got {self.preview_rows!r}")
-        return dataclasses.replace(
-            self, columns=tuple(self.columns), read_options=validate_options(self.read_options, "read option")
-        )
+        rows = self.preview_rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 0 <= rows <= 1000:
+            raise InvalidSpecError(f"preview_rows must be an integer from 0 to 1000, got {rows!r}")
+
+    def _check_stream(self) -> None:
+        """A stream only appends, and only its checkpoint says where the previous run stopped."""
+        if not self.checkpoint_location or not isinstance(self.checkpoint_location, str):
+            raise InvalidSpecError("a stream (stream_from_timestamp) needs a checkpoint_location")
+        if not (self.sink_table or self.sink_path):
+            raise InvalidSpecError("a stream (stream_from_timestamp) needs a sink: sink_table or sink_path")
+        if self.sink_table and self.sink_mode != "append":
+            raise InvalidSpecError(
+                f"a stream appends to its sink table: set sink_mode='append', not {self.sink_mode!r}"
+            )
+        if self.sink_path and self.sink_path_mode != "append":
+            raise InvalidSpecError(
+                "a stream appends to its sink files: set sink_path_mode='append', "
+                f"not {self.sink_path_mode!r}"
+            )
+        if self.preview_rows:
+            raise InvalidSpecError("preview_rows is not available for a stream (stream_from_timestamp)")
 
     def to_argv(self) -> list[str]:
         argv = ["read", "--table", self.table]
         for flag, value in (("--snapshot-id", self.snapshot_id), ("--as-of-timestamp", self.as_of_timestamp),
-                            ("--branch", self.branch), ("--tag", self.tag), ("--filter", self.filter)):
+                            ("--branch", self.branch), ("--tag", self.tag),
+                            ("--start-snapshot-id", self.start_snapshot_id),
+                            ("--end-snapshot-id", self.end_snapshot_id),
+                            ("--stream-from-timestamp", self.stream_from_timestamp),
+                            ("--checkpoint-location", self.checkpoint_location), ("--filter", self.filter)):
             if value is not None:
                 argv += [flag, str(value)]
         argv += _pairs_argv("--read-option", self.read_options)
@@ -405,6 +562,10 @@ def _build_parser() -> argparse.ArgumentParser:
     read.add_argument("--as-of-timestamp", type=int)
     read.add_argument("--branch")
     read.add_argument("--tag")
+    read.add_argument("--start-snapshot-id", type=int)
+    read.add_argument("--end-snapshot-id", type=int)
+    read.add_argument("--stream-from-timestamp", type=int)
+    read.add_argument("--checkpoint-location")
     read.add_argument("--read-option", type=_pair, action="append", default=[])
     read.add_argument("--columns")
     read.add_argument("--filter")
@@ -449,6 +610,10 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             sink_format=args.sink_format,
             sink_path_mode=args.sink_path_mode,
             preview_rows=args.preview_rows,
+            start_snapshot_id=args.start_snapshot_id,
+            end_snapshot_id=args.end_snapshot_id,
+            stream_from_timestamp=args.stream_from_timestamp,
+            checkpoint_location=args.checkpoint_location,
         )
     return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
                       commit_properties=dict(args.commit_property))

@@ -1,0 +1,101 @@
+"""Fixtures for the PySpark job's tests.
+
+One local SparkSession for the whole run (starting Spark costs seconds), with the real Iceberg
+runtime jar, the Iceberg SQL extensions and a Hadoop catalog on a temporary warehouse. Each test
+gets its own table names, so tests never depend on each other. Results are checked with
+:class:`~tests.jobs.helpers.Lake`, which reads the warehouse with pyiceberg, not with Spark.
+
+Run with the Spark runtime's interpreter: ``.spark-venv/bin/python -m pytest tests/jobs``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:  # the Spark venv does not install airflow_iceberg
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.jobs.helpers import CATALOG, NAMESPACE, Lake  # noqa: E402
+
+# Spark's Python workers must be this interpreter (the one with pyspark), whatever is on PATH.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def _runtime_jar() -> str:
+    jar = os.environ.get("ICEBERG_RUNTIME_JAR")
+    if not jar:
+        found = sorted((REPO_ROOT / ".cache" / "jars").glob("iceberg-spark-runtime-*.jar"))
+        jar = str(found[-1]) if found else ""
+    if not jar or not Path(jar).is_file():
+        pytest.exit("Iceberg runtime jar not found: run `make setup` and `source scripts/local_env.sh`", 2)
+    return jar
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("warehouse")
+
+
+def _require_spark_runtime() -> None:
+    """Skip, with the command to use, under an interpreter whose pyspark has no Spark (Airflow's venv)."""
+    try:
+        import pyspark
+    except ImportError:
+        pyspark = None
+    if pyspark is None or not (Path(pyspark.__file__).parent / "jars").is_dir():
+        pytest.skip("job tests need the Spark runtime venv: run `make job-test`")
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse: Path) -> Iterator:
+    """The one shared session: local[2], no UI, loopback only, few shuffle partitions."""
+    _require_spark_runtime()
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-iceberg job tests")
+        .config("spark.jars", _runtime_jar())
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
+        .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(warehouse))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def lake(warehouse: Path) -> Lake:
+    return Lake(warehouse)
+
+
+@pytest.fixture
+def new_table() -> Callable[[str], str]:
+    """Return a function that makes a fresh ``lake.db.<prefix>_<random>`` identifier."""
+
+    def make(prefix: str = "t") -> str:
+        return f"{CATALOG}.{NAMESPACE}.{prefix}_{uuid.uuid4().hex[:10]}"
+
+    return make
+
+
+@pytest.fixture
+def table(new_table: Callable[[str], str]) -> str:
+    """A table name no other test uses (the table itself does not exist yet)."""
+    return new_table("t")

@@ -1,0 +1,139 @@
+"""Merge schema, schema mismatches, and the three kinds of source: query, table, files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_iceberg.jobs.iceberg_job import SchemaMismatchError, TableNotFoundError, write_table
+from airflow_iceberg.jobs.job_spec import Source
+from tests.jobs.helpers import values_query, write_spec
+
+ROWS = values_query([(1, "a"), (2, "b")], "id, name")
+
+
+def test_merge_schema_adds_the_new_source_column(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS, merge_schema=True))
+    assert lake.load(table).properties["write.spark.accept-any-schema"] == "true"
+
+    write_table(
+        spark, write_spec(table, "append", "SELECT 3 AS id, 'c' AS name, 9.5D AS score", merge_schema=True)
+    )
+
+    assert lake.schema_names(table) == ["id", "name", "score"]
+    assert [(r["id"], r["score"]) for r in lake.rows(table)] == [(1, None), (2, None), (3, 9.5)]
+
+
+def test_merge_schema_also_accepts_a_source_without_an_optional_column(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS, merge_schema=True))
+    write_table(spark, write_spec(table, "append", "SELECT 3 AS id", merge_schema=True))
+    assert lake.rows(table)[-1] == {"id": 3, "name": None}
+
+
+def test_an_extra_column_without_merge_schema_is_a_clear_error(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = lake.state(table)
+
+    with pytest.raises(
+        SchemaMismatchError,
+        match=f"source columns score are not in table {table} "
+        r"\(columns: id, name\); set merge_schema=True",
+    ):
+        write_table(spark, write_spec(table, "append", "SELECT 3 AS id, 'c' AS name, 9.5D AS score"))
+
+    assert lake.state(table) == before
+    assert lake.schema_names(table) == ["id", "name"]
+
+
+def test_a_missing_column_without_merge_schema_is_a_clear_error(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = lake.state(table)
+    with pytest.raises(SchemaMismatchError, match=f"the source has no column name of table {table}"):
+        write_table(spark, write_spec(table, "overwrite_partitions", "SELECT 3 AS id"))
+    assert lake.state(table) == before
+
+
+def test_merge_schema_on_a_table_that_does_not_accept_it_names_the_property(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = lake.state(table)
+    with pytest.raises(
+        SchemaMismatchError, match=r"merge_schema needs table property write\.spark\.accept-any-schema=true"
+    ):
+        write_table(
+            spark, write_spec(table, "append", "SELECT 3 AS id, 'c' AS name, 1 AS extra", merge_schema=True)
+        )
+    assert lake.state(table) == before
+
+
+def test_column_names_match_case_insensitively_like_spark(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(spark, write_spec(table, "append", "SELECT 3 AS ID, 'c' AS Name"))
+    assert lake.ids(table) == [1, 2, 3]
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def test_source_table_is_copied(spark, lake, new_table):
+    source, target = new_table("src"), new_table("dst")
+    write_table(spark, write_spec(source, "create", ROWS))
+    write_table(spark, write_spec(target, "create", source=Source(table=source)))
+    assert lake.rows(target) == lake.rows(source) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+
+
+def test_missing_source_table_fails_before_creating_the_target(spark, lake, new_table):
+    source, target = new_table("nosrc"), new_table("dst")
+    with pytest.raises(TableNotFoundError, match=f"source table {source} does not exist"):
+        write_table(spark, write_spec(target, "create", source=Source(table=source)))
+    assert not lake.exists(target)
+
+
+EXPECTED_FILE_ROWS = [{"id": 1, "name": "a"}, {"id": 2, "name": "b,c"}]
+
+
+def _write_source_files(directory, file_format):
+    """Write EXPECTED_FILE_ROWS in ``file_format`` without Spark (pyarrow or plain text)."""
+    import pyarrow as pa
+
+    directory.mkdir()
+    table = pa.Table.from_pylist(
+        EXPECTED_FILE_ROWS, schema=pa.schema([("id", pa.int64()), ("name", pa.string())])
+    )
+    if file_format == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, directory / "part-0.parquet")
+    elif file_format == "orc":
+        import pyarrow.orc as orc
+
+        orc.write_table(table, directory / "part-0.orc")
+    elif file_format == "json":
+        (directory / "part-0.json").write_text("".join(json.dumps(row) + "\n" for row in EXPECTED_FILE_ROWS))
+    else:
+        (directory / "part-0.csv").write_text('id,name\n1,a\n2,"b,c"\n')
+
+
+@pytest.mark.parametrize(
+    ("file_format", "options"),
+    [("parquet", {}), ("orc", {}), ("json", {}), ("csv", {"header": "true", "inferSchema": "true"})],
+)
+def test_file_sources(spark, lake, table, tmp_path, file_format, options):
+    _write_source_files(tmp_path / "in", file_format)
+    source = Source(path=str(tmp_path / "in"), format=file_format, options=options)
+
+    write_table(spark, write_spec(table, "create", source=source))
+
+    assert lake.rows(table) == EXPECTED_FILE_ROWS
+
+
+def test_csv_reader_options_are_applied(spark, lake, table, tmp_path):
+    """Without header=true the header line is data and the columns get Spark's default names."""
+    _write_source_files(tmp_path / "in", "csv")
+    write_table(spark, write_spec(table, "create", source=Source(path=str(tmp_path / "in"), format="csv")))
+    assert lake.schema_names(table) == ["_c0", "_c1"]
+    assert lake.rows(table, sort_by="_c0") == [
+        {"_c0": "1", "_c1": "a"},
+        {"_c0": "2", "_c1": "b,c"},
+        {"_c0": "id", "_c1": "name"},
+    ]

@@ -1,0 +1,191 @@
+"""Table properties and Iceberg write options, each checked for its effect with pyiceberg."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_iceberg.jobs.iceberg_job import SnapshotNotFoundError, describe_error, write_table
+from tests.jobs.helpers import values_query, write_spec
+
+ROWS = values_query([(1, "a"), (2, "b")], "id, part")
+#: One Spark task with 5000 rows: Iceberg checks the file size every 1000 rows.
+MANY_ROWS_ONE_TASK = "SELECT /*+ REPARTITION(1) */ id, repeat('x', 50) AS pad FROM range(5000) AS r(id)"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_format_version_property(spark, lake, table, version):
+    write_table(spark, write_spec(table, "create", ROWS, table_properties={"format-version": str(version)}))
+    assert lake.load(table).metadata.format_version == version
+
+
+def test_default_file_format_property(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS, table_properties={"write.format.default": "avro"}))
+    assert lake.load(table).properties["write.format.default"] == "avro"
+    files = lake.data_files(table)
+    assert {f.file_format.value for f in files} == {"AVRO"}
+    assert sum(f.record_count for f in files) == 2
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "avro", "orc"])
+def test_write_format_option_sets_the_data_file_format(spark, lake, table, file_format):
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = {f.file_path for f in lake.data_files(table)}
+    write_table(
+        spark,
+        write_spec(
+            table, "append", values_query([(3, "c")], "id, part"), write_options={"write-format": file_format}
+        ),
+    )
+
+    added = [f for f in lake.data_files(table) if f.file_path not in before]
+    assert [(f.file_format.value, f.record_count) for f in added] == [(file_format.upper(), 1)]
+    if file_format != "avro":  # pyiceberg's scan reads Parquet and ORC data files, not Avro
+        assert lake.ids(table) == [1, 2, 3]
+
+
+def test_target_file_size_bytes_rolls_files(spark, lake, new_table):
+    small, default = new_table("small"), new_table("default")
+    write_table(
+        spark, write_spec(small, "create", MANY_ROWS_ONE_TASK, write_options={"target-file-size-bytes": "1"})
+    )
+    write_table(spark, write_spec(default, "create", MANY_ROWS_ONE_TASK))
+
+    assert len(lake.data_files(default)) == 1
+    assert len(lake.data_files(small)) > 1
+    assert lake.ids(small) == list(range(5000))
+
+
+def test_snapshot_property_lands_in_the_summary(spark, lake, table):
+    write_table(
+        spark, write_spec(table, "create", ROWS, write_options={"snapshot-property.source-system": "crm"})
+    )
+    assert lake.summary(table)["source-system"] == "crm"
+
+
+@pytest.mark.parametrize("check_nullability", ["true", "false"])
+def test_check_nullability_accepts_non_null_values_into_a_required_column(
+    spark, lake, table, check_nullability
+):
+    spark.sql(f"CREATE TABLE {table} (id INT NOT NULL, part STRING) USING iceberg")
+    # CAST makes the source column nullable, although no value is null.
+    source = "SELECT CAST(x AS INT) AS id, 'a' AS part FROM VALUES ('1'), ('2') AS v(x)"
+
+    write_table(
+        spark, write_spec(table, "append", source, write_options={"check-nullability": check_nullability})
+    )
+
+    assert lake.ids(table) == [1, 2]
+    assert lake.load(table).schema().find_field("id").required
+
+
+def test_a_null_into_a_required_column_fails_and_commits_nothing(spark, lake, table):
+    spark.sql(f"CREATE TABLE {table} (id INT NOT NULL, part STRING) USING iceberg")
+    before = lake.state(table)
+    with pytest.raises(Exception) as raised:
+        write_table(spark, write_spec(table, "append", "SELECT CAST(NULL AS INT) AS id, 'a' AS part"))
+    assert "Null value appeared in non-nullable field" in describe_error(raised.value)
+    assert lake.state(table) == before
+
+
+def test_fanout_writer_handles_unclustered_partitions(spark, lake, table):
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, part BIGINT) USING iceberg PARTITIONED BY (part)")
+    source = "SELECT /*+ REPARTITION(1) */ id, id % 3 AS part FROM range(30) AS r(id)"
+
+    write_table(
+        spark,
+        write_spec(
+            table, "append", source, write_options={"fanout-enabled": "true", "distribution-mode": "none"}
+        ),
+    )
+
+    assert lake.ids(table) == list(range(30))
+    assert sorted(f.partition[0] for f in lake.data_files(table)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("check_ordering", ["true", "false"])
+def test_columns_are_matched_by_name_whatever_check_ordering_says(spark, lake, table, check_ordering):
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(
+        spark,
+        write_spec(
+            table, "append", "SELECT 'z' AS part, 26 AS id", write_options={"check-ordering": check_ordering}
+        ),
+    )
+    assert lake.rows(table)[-1] == {"id": 26, "part": "z"}
+
+
+@pytest.fixture
+def raced(spark, lake, table):
+    """A partitioned table where a concurrent append landed in partition 'b' after ``base`` was read."""
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=("part",)))
+    base = lake.current_snapshot_id(table)
+    write_table(spark, write_spec(table, "append", values_query([(3, "b")], "id, part")))
+    return table, base
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
+def test_serializable_isolation_rejects_a_concurrent_append_and_commits_nothing(spark, lake, raced, mode):
+    table, base = raced
+    before = lake.state(table)
+    spec = write_spec(
+        table,
+        mode,
+        values_query([(20, "b")], "id, part"),
+        condition="part = 'b'" if mode == "overwrite" else None,
+        write_options={"isolation-level": "serializable", "validate-from-snapshot-id": str(base)},
+    )
+
+    with pytest.raises(Exception) as raised:
+        write_table(spark, spec)
+
+    assert describe_error(raised.value).startswith("ValidationException: Found conflicting files")
+    assert lake.state(table) == before
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
+def test_snapshot_isolation_allows_a_concurrent_append(spark, lake, raced, mode):
+    table, base = raced
+    spec = write_spec(
+        table,
+        mode,
+        values_query([(20, "b")], "id, part"),
+        condition="part = 'b'" if mode == "overwrite" else None,
+        write_options={"isolation-level": "snapshot", "validate-from-snapshot-id": str(base)},
+    )
+
+    write_table(spark, spec)
+
+    assert [(r["id"], r["part"]) for r in lake.rows(table)] == [(1, "a"), (20, "b")]
+
+
+def test_serializable_isolation_from_the_current_snapshot_commits(spark, lake, raced):
+    table, _ = raced
+    current = lake.current_snapshot_id(table)
+    write_table(
+        spark,
+        write_spec(
+            table,
+            "overwrite_partitions",
+            values_query([(20, "b")], "id, part"),
+            write_options={"isolation-level": "serializable", "validate-from-snapshot-id": str(current)},
+        ),
+    )
+    assert lake.snapshot(table, lake.current_snapshot_id(table)).parent_snapshot_id == current
+
+
+def test_unknown_validate_from_snapshot_is_caught_before_writing(spark, lake, raced):
+    table, _ = raced
+    before = lake.state(table)
+    with pytest.raises(
+        SnapshotNotFoundError, match=f"validate-from-snapshot-id 123 is not a snapshot of table {table}"
+    ):
+        write_table(
+            spark,
+            write_spec(
+                table,
+                "overwrite_partitions",
+                ROWS,
+                write_options={"isolation-level": "serializable", "validate-from-snapshot-id": "123"},
+            ),
+        )
+    assert lake.state(table) == before
