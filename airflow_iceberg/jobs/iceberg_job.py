@@ -316,17 +316,38 @@ def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
         )
 
 
+def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> dict[str, Any] | None:
+    """The snapshot an earlier try of the same task committed to ``table``, if there is one.
+
+    This is what makes retries exactly-once: a try that committed and then died (killed worker,
+    lost heartbeat) left its commit id in the snapshot summary, so the retry finds it and
+    reports that commit instead of writing the rows a second time.
+    """
+    if not commit_id or not table_exists(spark, table):
+        return None
+    earlier = find_commit(spark, table, commit_id)
+    if earlier is not None:
+        print(f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
+              f"earlier try ({job_spec.COMMIT_ID_PROPERTY}={commit_id}); not writing again", flush=True)
+    return earlier
+
+
 def write_table(
     spark: SparkSession,
     spec: job_spec.WriteSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
+    reuse_commit: bool = False,
 ) -> dict[str, Any]:
     """Run one DataFrameWriterV2 call and describe the snapshot it committed.
 
     Everything that can be checked is checked before the write, so a failure leaves the table
-    (and the catalog) as it was.
+    (and the catalog) as it was. With ``reuse_commit``, a commit an earlier try already made is
+    returned instead (see :func:`earlier_commit`).
     """
+    earlier = earlier_commit(spark, spec.table, commit_id) if reuse_commit else None
+    if earlier is not None:
+        return {"table": spec.table, "mode": spec.mode, **earlier, "reused_earlier_commit": True}
     check_table_state(spark, spec.table, spec.mode)
     df = load_source(spark, spec.source)
     if spec.mode in job_spec.CREATE_MODES:
@@ -597,8 +618,12 @@ def read_table(
     spec: job_spec.ReadSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
+    reuse_commit: bool = False,
 ) -> dict[str, Any]:
-    """Read the table (as of the chosen snapshot), write the rows to the sink, report the count."""
+    """Read the table (as of the chosen snapshot), write the rows to the sink, report the count.
+
+    With ``reuse_commit``, a sink table that an earlier try already wrote is not written again.
+    """
     if spec.is_stream:
         return stream_table(spark, spec, commit_id, commit_properties)
     require_table(spark, spec.table)
@@ -609,14 +634,18 @@ def read_table(
     else:
         snapshot_id = resolve_snapshot(spark, spec)
     result["snapshot_id"] = snapshot_id
-    if spec.sink_table:
+    earlier = earlier_commit(spark, spec.sink_table, commit_id) if spec.sink_table and reuse_commit else None
+    if spec.sink_table and earlier is None:
         check_table_state(spark, spec.sink_table, spec.sink_mode)
     df = read_frame(spark, spec, snapshot_id)
     result["row_count"] = df.count()
     if spec.preview_rows:
         rows = [row.asDict(recursive=True) for row in df.limit(spec.preview_rows).collect()]
         result["preview"] = json.loads(json.dumps(rows, default=str))
-    if spec.sink_table:
+    if earlier is not None:
+        result["sink"] = {"table": spec.sink_table, "mode": spec.sink_mode, **earlier,
+                          "reused_earlier_commit": True}
+    elif spec.sink_table:
         if spec.sink_mode in job_spec.CREATE_MODES:
             ensure_namespace(spark, spec.sink_table)
         writer = df.writeTo(spec.sink_table).options(**_sink_write_options(commit_id, commit_properties))
@@ -726,7 +755,8 @@ def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:
 def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
     """Dispatch one parsed request to the write or read function."""
     action = write_table if isinstance(request.spec, job_spec.WriteSpec) else read_table
-    return action(spark, request.spec, request.commit_id, request.commit_properties)  # type: ignore[arg-type]
+    return action(spark, request.spec, request.commit_id, request.commit_properties,  # type: ignore[arg-type]
+                  reuse_commit=request.reuse_commit)
 
 
 def describe_error(error: BaseException) -> str:

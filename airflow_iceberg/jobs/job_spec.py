@@ -501,6 +501,10 @@ class JobRequest:
     result_file: str | None = None
     commit_id: str | None = None
     commit_properties: dict[str, str] = field(default_factory=dict)
+    #: When the table already has a snapshot tagged with ``commit_id``, return it instead of
+    #: writing again. With a commit id derived from the Airflow task instance, a retry of a try
+    #: that committed and then died commits nothing new.
+    reuse_commit: bool = False
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
@@ -508,6 +512,8 @@ class JobRequest:
             argv += ["--result-file", self.result_file]
         if self.commit_id:
             argv += ["--commit-id", self.commit_id]
+        if self.reuse_commit:
+            argv += ["--reuse-commit"]
         argv += _pairs_argv("--commit-property", self.commit_properties)
         return argv + self.spec.to_argv()
 
@@ -539,6 +545,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iceberg_job", description="Iceberg DataFrameWriterV2 / reader job")
     parser.add_argument("--result-file")
     parser.add_argument("--commit-id")
+    parser.add_argument("--reuse-commit", action="store_true")
     parser.add_argument("--commit-property", type=_pair, action="append", default=[])
     actions = parser.add_subparsers(dest="action", required=True)
 
@@ -615,8 +622,10 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             stream_from_timestamp=args.stream_from_timestamp,
             checkpoint_location=args.checkpoint_location,
         )
+    if args.reuse_commit and not args.commit_id:
+        raise InvalidSpecError("--reuse-commit needs --commit-id, which identifies the earlier commit")
     return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
-                      commit_properties=dict(args.commit_property))
+                      commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit)
 
 
 def dump_result(result: Mapping[str, object]) -> str:

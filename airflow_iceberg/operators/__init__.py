@@ -1,6 +1,11 @@
 """Operators that run Iceberg writes and reads through spark-submit."""
 
-from airflow_iceberg.operators.read import IcebergTimeTravelReadOperator
+from airflow_iceberg.operators.read import (
+    IcebergIncrementalReadOperator,
+    IcebergReadOperator,
+    IcebergStreamReadOperator,
+    IcebergTimeTravelReadOperator,
+)
 from airflow_iceberg.operators.write import (
     IcebergAppendOperator,
     IcebergCreateTableOperator,
@@ -11,7 +16,10 @@ from airflow_iceberg.operators.write import (
 __all__ = [
     "IcebergAppendOperator",
     "IcebergCreateTableOperator",
+    "IcebergIncrementalReadOperator",
     "IcebergOverwriteOperator",
     "IcebergOverwritePartitionsOperator",
+    "IcebergReadOperator",
+    "IcebergStreamReadOperator",
     "IcebergTimeTravelReadOperator",
 ]

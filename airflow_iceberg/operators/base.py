@@ -43,6 +43,10 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param extra_iceberg_conn_ids: More ``iceberg_catalog`` connections to load in the same job,
         for example to read a source table from another catalog. (templated)
+    :param idempotent: Exactly-once across retries (default True). Each commit is tagged with the
+        task instance (dag, task, run, map index); a retry of a try that committed and then died
+        finds that commit and returns it instead of writing again. Set False to write again when
+        a task instance is cleared and re-run on purpose.
     """
 
     template_fields: Sequence[str] = (
@@ -59,6 +63,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         extra_iceberg_conn_ids: Sequence[str] = (),
         name: str = DEFAULT_JOB_NAME,
+        idempotent: bool = True,
         **kwargs: Any,
     ) -> None:
         for reserved in ("application", "application_args"):
@@ -70,6 +75,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         self.table = table
         self.iceberg_conn_id = iceberg_conn_id
         self.extra_iceberg_conn_ids = list(extra_iceberg_conn_ids)
+        self.idempotent = idempotent
 
     # ------------------------------------------------------------------ what subclasses provide
 
@@ -107,8 +113,9 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
             request = JobRequest(
                 spec=spec,
                 result_file=result_file,
-                commit_id=uuid.uuid4().hex,
+                commit_id=self._commit_id(context),
                 commit_properties=_airflow_identity(context),
+                reuse_commit=self.idempotent and context.get("ti") is not None,
             )
             self._configure_submit(settings, request)
             with _exported_environment({SECRET_CONF_ENV: json.dumps(settings.secret_conf)}):
@@ -131,6 +138,13 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
     def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> WriteSpec | ReadSpec:
         """Return the spec with every table identifier qualified by its catalog."""
         raise NotImplementedError
+
+    def _commit_id(self, context: Context) -> str:
+        """The id a commit is tagged with: the task instance's, so that its retries recognise it."""
+        ti = context.get("ti")
+        if not self.idempotent or ti is None:
+            return uuid.uuid4().hex
+        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}"
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))

@@ -1,4 +1,8 @@
-"""Read an Iceberg table as it was: time travel by snapshot id, timestamp, branch or tag."""
+"""Operators that read an Iceberg table: as of a version, incrementally, or as a bounded stream.
+
+All of them push ``columns`` and ``filter`` into the scan and send the rows to a sink: another
+Iceberg table, files, or a small preview in the XCom. They differ in *which* rows they read.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +15,22 @@ from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
 
-class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
-    """Read an Iceberg table (optionally as of an older version) and write the rows somewhere.
+class IcebergReadOperator(IcebergSparkSubmitOperator):
+    """Read the current version of an Iceberg table and write the rows somewhere.
 
-    Give at most one time-travel selector; with none, the current snapshot is read. The XCom is
-    ``{"table", "snapshot_id", "selector", "row_count", "sink", "preview"}``: the snapshot that
-    was actually read and how many rows it had after ``columns`` and ``filter``.
+    The XCom is ``{"table", "snapshot_id", "selector", "row_count", "sink", "preview"}``: the
+    snapshot that was actually read and how many rows it gave after ``columns`` and ``filter``.
 
-    :param snapshot_id: Read this snapshot. Accepts an XCom template such as
-        ``"{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}"``. (templated)
-    :param as_of_timestamp: Read the snapshot current at this time: epoch milliseconds, an
-        ISO-8601 string (e.g. ``"{{ data_interval_end }}"``) or a datetime. (templated)
-    :param branch: Read the head of this branch. (templated)
-    :param tag: Read the snapshot this tag points at. (templated)
-    :param read_options: Iceberg read options, e.g. ``{"split-size": "134217728"}``. (templated)
+    :param read_options: Iceberg read options: ``split-size``, ``lookback``, ``file-open-cost``,
+        ``vectorization-enabled``, ``batch-size``. (templated)
     :param columns: Columns to keep (pushed into the scan). Default: all.
-    :param filter: A Spark SQL boolean expression to push into the scan. (templated)
+    :param filter: A Spark SQL boolean expression pushed into the scan. (templated)
     :param sink_table: Write the rows to this Iceberg table. (templated)
     :param sink_mode: How to write ``sink_table``: ``create``, ``replace``, ``create_or_replace``
         (default), ``append`` or ``overwrite_partitions``.
     :param sink_path: Write the rows as files here instead. (templated)
-    :param sink_format: File format for ``sink_path``. Default ``parquet``.
+    :param sink_format: File format for ``sink_path``: ``parquet`` (default), ``csv``, ``json``,
+        ``orc``, ``text``.
     :param sink_path_mode: Spark save mode for ``sink_path``: ``error`` (default), ``overwrite``,
         ``append`` or ``ignore``.
     :param preview_rows: Also return up to this many rows in the XCom (0 to 1000). Default 0.
@@ -39,10 +38,6 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
 
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
-        "snapshot_id",
-        "as_of_timestamp",
-        "branch",
-        "tag",
         "read_options",
         "filter",
         "sink_table",
@@ -52,10 +47,6 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
     def __init__(
         self,
         *,
-        snapshot_id: int | str | None = None,
-        as_of_timestamp: Any = None,
-        branch: str | None = None,
-        tag: str | None = None,
         read_options: Mapping[str, Any] | None = None,
         columns: Sequence[str] = (),
         filter: str | None = None,
@@ -68,10 +59,6 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.snapshot_id = snapshot_id
-        self.as_of_timestamp = as_of_timestamp
-        self.branch = branch
-        self.tag = tag
         self.read_options = dict(read_options or {})
         self.columns = list(columns)
         self.filter = filter
@@ -82,13 +69,13 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
         self.sink_path_mode = sink_path_mode
         self.preview_rows = preview_rows
 
+    def selectors(self) -> dict[str, Any]:
+        """Which rows to read, as :class:`ReadSpec` fields; none means the current snapshot."""
+        return {}
+
     def build_spec(self) -> ReadSpec:
         return ReadSpec(
             table=self.table,
-            snapshot_id=to_snapshot_id(self.snapshot_id),
-            as_of_timestamp=to_epoch_millis(self.as_of_timestamp),
-            branch=self.branch or None,
-            tag=self.tag or None,
             read_options=self.read_options,
             columns=tuple(self.columns),
             filter=self.filter or None,
@@ -98,6 +85,7 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
             sink_format=self.sink_format,
             sink_path_mode=self.sink_path_mode,
             preview_rows=self.preview_rows,
+            **self.selectors(),
         )
 
     def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> ReadSpec:
@@ -113,3 +101,117 @@ class IcebergTimeTravelReadOperator(IcebergSparkSubmitOperator):
             result.get("snapshot_id"),
             result.get("selector") or "current",
         )
+
+
+class IcebergTimeTravelReadOperator(IcebergReadOperator):
+    """Read an Iceberg table as it was: by snapshot id, timestamp, branch or tag.
+
+    Give at most one selector; with none, the current snapshot is read. The selector is checked
+    against the table's metadata before the scan, so an unknown snapshot, branch or tag, or a
+    timestamp before the first snapshot, fails with a message that names it.
+
+    :param snapshot_id: Read this snapshot. Accepts an XCom template such as
+        ``"{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}"``. (templated)
+    :param as_of_timestamp: Read the snapshot current at this time: epoch milliseconds, an
+        ISO-8601 string (e.g. ``"{{ data_interval_end }}"``) or a datetime; naive means UTC. (templated)
+    :param branch: Read the head of this branch. (templated)
+    :param tag: Read the snapshot this tag points at. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergReadOperator.template_fields,
+        "snapshot_id",
+        "as_of_timestamp",
+        "branch",
+        "tag",
+    )
+
+    def __init__(
+        self,
+        *,
+        snapshot_id: int | str | None = None,
+        as_of_timestamp: Any = None,
+        branch: str | None = None,
+        tag: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.snapshot_id = snapshot_id
+        self.as_of_timestamp = as_of_timestamp
+        self.branch = branch
+        self.tag = tag
+
+    def selectors(self) -> dict[str, Any]:
+        return {
+            "snapshot_id": to_snapshot_id(self.snapshot_id),
+            "as_of_timestamp": to_epoch_millis(self.as_of_timestamp),
+            "branch": self.branch or None,
+            "tag": self.tag or None,
+        }
+
+
+class IcebergIncrementalReadOperator(IcebergReadOperator):
+    """Read only the rows appended between two snapshots (Iceberg's incremental append scan).
+
+    The XCom adds ``start_snapshot_id``, ``end_snapshot_id`` and ``skipped_snapshot_ids``: the
+    overwrite or delete snapshots in the range, whose changes an append scan does not include.
+
+    :param start_snapshot_id: Read what was appended after this snapshot (exclusive). (templated)
+    :param end_snapshot_id: Up to and including this snapshot; default the current one. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergReadOperator.template_fields,
+        "start_snapshot_id",
+        "end_snapshot_id",
+    )
+
+    def __init__(
+        self, *, start_snapshot_id: int | str, end_snapshot_id: int | str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.start_snapshot_id = start_snapshot_id
+        self.end_snapshot_id = end_snapshot_id
+
+    def selectors(self) -> dict[str, Any]:
+        return {
+            "start_snapshot_id": to_snapshot_id(self.start_snapshot_id, "start_snapshot_id"),
+            "end_snapshot_id": to_snapshot_id(self.end_snapshot_id, "end_snapshot_id"),
+        }
+
+
+class IcebergStreamReadOperator(IcebergReadOperator):
+    """Append what was committed since the last run to a sink: a bounded Structured Streaming read.
+
+    Runs ``spark.readStream`` on the table with ``trigger(availableNow=True)``: it processes every
+    snapshot not yet recorded in ``checkpoint_location`` and stops. The first run starts at
+    ``stream_from_timestamp``; later runs continue from the checkpoint, exactly once.
+
+    :param stream_from_timestamp: Where the first run starts: epoch ms, ISO-8601 or a datetime. (templated)
+    :param checkpoint_location: Structured Streaming checkpoint directory; keep it per sink. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergReadOperator.template_fields,
+        "stream_from_timestamp",
+        "checkpoint_location",
+    )
+
+    def __init__(
+        self,
+        *,
+        stream_from_timestamp: Any,
+        checkpoint_location: str,
+        sink_mode: str = "append",
+        sink_path_mode: str = "append",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(sink_mode=sink_mode, sink_path_mode=sink_path_mode, **kwargs)
+        self.stream_from_timestamp = stream_from_timestamp
+        self.checkpoint_location = checkpoint_location
+
+    def selectors(self) -> dict[str, Any]:
+        return {
+            "stream_from_timestamp": to_epoch_millis(self.stream_from_timestamp, "stream_from_timestamp"),
+            "checkpoint_location": self.checkpoint_location or None,
+        }

@@ -17,12 +17,13 @@ def load(warehouse, identifier: str) -> StaticTable:
 
 @pytest.fixture
 def run_dag(airflow_runner, tmp_path):
-    def run(dag_id: str):
+    def run(dag_id: str, *extra_args: str):
         completed = airflow_runner.airflow(
             "dags",
             "test",
             dag_id,
             "2024-01-02",
+            *extra_args,
             connections={
                 "iceberg_catalog_default": hadoop_catalog_connection(tmp_path),
                 "spark_default": spark_connection(),
@@ -93,3 +94,25 @@ def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_d
         ("removed", 2, 20, day_one),
         ("removed", 4, 40, day_one),
     }
+
+
+def test_incremental_feed_copies_only_new_rows_and_the_stream_resumes(
+    run_dag, airflow_runner, tmp_path_factory
+):
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    warehouse = run_dag("iceberg_incremental_feed", "--conf", f'{{"checkpoints": "{checkpoints}"}}')
+    events = load(warehouse, "feed.events")
+    created, _batch_one, two, _batch_three = events.snapshots()
+    new_events = load(warehouse, "feed.new_events").scan().to_arrow()
+    assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
+    incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
+    assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
+        created.snapshot_id,
+        two.snapshot_id,
+    )
+    mirror = load(warehouse, "feed.events_mirror")
+    assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
+    first_run, second_run = (s.summary for s in mirror.snapshots())
+    assert (first_run["added-records"], second_run["added-records"]) == ("10", "5")
+    assert airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")["rows_read"] == 5
+    assert list(checkpoints.rglob("offsets"))

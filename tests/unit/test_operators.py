@@ -342,3 +342,33 @@ def test_table_from_another_catalog_is_left_qualified(jdbc_catalog, iceberg_conn
     spec = op.qualify_spec(op.build_spec().validated(), settings.catalog_names)
     assert (spec.table, spec.source.table) == ("pg.db.t", "hive_prod.sales.raw")
     assert settings.conf["spark.sql.catalog.hive_prod.uri"] == "thrift://127.0.0.1:9083"
+
+
+def test_commits_are_tagged_with_the_task_instance_so_retries_find_them(jdbc_catalog):
+    seen, patch = _fake_submit({"status": "success", "table": "pg.db.orders", "snapshot_id": 1})
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1"
+    )
+    with patch:
+        op.execute({"ti": _ti("append")})
+    argv = seen["argv"]
+    assert argv[argv.index("--commit-id") + 1] == "d:append:manual__1:-1"
+    assert "--reuse-commit" in argv
+
+
+def test_non_idempotent_writes_get_a_fresh_commit_id_every_try(jdbc_catalog):
+    seen, patch = _fake_submit({"status": "success", "table": "pg.db.orders", "snapshot_id": 1})
+    op = IcebergAppendOperator(
+        task_id="append",
+        table="db.orders",
+        iceberg_conn_id=jdbc_catalog,
+        source_query="SELECT 1",
+        idempotent=False,
+    )
+    ids = []
+    with patch:
+        for _ in range(2):
+            op.execute({"ti": _ti("append")})
+            ids.append(seen["argv"][seen["argv"].index("--commit-id") + 1])
+    assert "--reuse-commit" not in seen["argv"]
+    assert ids[0] != ids[1] and all(len(i) == 32 for i in ids)

@@ -1,0 +1,65 @@
+"""A retry of a try that already committed writes nothing new and reports the earlier commit."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_iceberg.jobs.iceberg_job import read_table, run, write_table
+from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
+from tests.jobs.helpers import read_spec, values_query, write_spec
+
+ROWS = values_query([(1, "a"), (2, "b")], "id, name")
+TRY_KEY = "orders:append:manual__2024-01-02:-1"
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite_partitions"])
+def test_a_retried_write_reuses_the_commit_of_the_earlier_try(spark, lake, table, mode):
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = write_table(spark, write_spec(table, mode, ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    committed = lake.state(table)
+
+    retried = write_table(spark, write_spec(table, mode, ROWS), commit_id=TRY_KEY, reuse_commit=True)
+
+    assert lake.state(table) == committed
+    assert retried["snapshot_id"] == first["snapshot_id"] == lake.current_snapshot_id(table)
+    assert retried["reused_earlier_commit"] is True and "reused_earlier_commit" not in first
+    assert lake.ids(table) == ([1, 1, 2, 2] if mode == "append" else [1, 2])
+
+
+def test_a_create_retried_after_its_commit_does_not_fail_on_the_existing_table(spark, lake, table):
+    first = write_table(spark, write_spec(table, "create", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    retried = write_table(spark, write_spec(table, "create", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    assert retried["snapshot_id"] == first["snapshot_id"]
+    assert len(lake.snapshots(table)) == 1
+
+
+def test_without_reuse_or_with_another_task_identity_the_write_happens(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY)  # reuse not asked for
+    write_table(spark, write_spec(table, "append", ROWS), commit_id="other-task", reuse_commit=True)
+    assert len(lake.snapshots(table)) == 4
+    assert len(lake.ids(table)) == 8
+
+
+def test_a_retried_read_does_not_append_to_its_sink_twice(spark, lake, table, new_table):
+    sink = new_table("sink")
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(spark, write_spec(sink, "create", ROWS))
+    spec = read_spec(table, sink_table=sink, sink_mode="append")
+    first = read_table(spark, spec, commit_id=TRY_KEY, reuse_commit=True)
+    retried = read_table(spark, spec, commit_id=TRY_KEY, reuse_commit=True)
+    assert retried["sink"]["snapshot_id"] == first["sink"]["snapshot_id"]
+    assert retried["sink"]["reused_earlier_commit"] is True
+    assert retried["row_count"] == first["row_count"] == 2
+    assert lake.ids(sink) == [1, 1, 2, 2]
+
+
+def test_reuse_commit_travels_through_argv(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    request = JobRequest(spec=write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    parsed = parse_argv(request.to_argv())
+    assert parsed.reuse_commit is True
+    first, second = run(spark, parsed), run(spark, parsed)
+    assert first["snapshot_id"] == second["snapshot_id"]
+    assert len(lake.snapshots(table)) == 2
