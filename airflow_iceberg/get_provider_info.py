@@ -111,7 +111,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Apache Iceberg (Spark)",
-                "python-modules": ["airflow_iceberg.operators.write", "airflow_iceberg.operators.read"],
+                "python-modules": [
+                    "airflow_iceberg.operators.write",
+                    "airflow_iceberg.operators.read",
+                    "airflow_iceberg.operators.maintenance",
+                ],
             }
         ],
         "hooks": [

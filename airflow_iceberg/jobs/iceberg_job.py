@@ -749,11 +749,55 @@ def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:
     return None
 
 
+# --------------------------------------------------------------------------- maintenance
+
+
+class _JavaConsumer:
+    """A Python function the JVM can call as a ``java.util.function.Consumer`` (through py4j)."""
+
+    def __init__(self, action: Callable[[str], object]) -> None:
+        self.action = action
+
+    def accept(self, value: str) -> None:
+        self.action(value)
+
+    class Java:
+        implements = ["java.util.function.Consumer"]
+
+
+def remove_orphan_files(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> dict[str, Any]:
+    """Find (and unless ``dry_run``, delete) files under the table that no snapshot references.
+
+    Files a killed write left behind are invisible to readers; this is how they are cleaned up.
+    It uses Iceberg's ``DeleteOrphanFiles`` action rather than the ``remove_orphan_files`` SQL
+    procedure, because the procedure refuses any ``older_than`` under 24 hours, while cleaning up
+    right after a known-dead write is a legitimate, deliberate use. A dry run swaps the delete
+    function for one that only records the path.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    require_table(spark, spec.table)
+    jvm = spark.sparkContext._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, spec.table)
+    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    action = actions.deleteOrphanFiles(table)
+    if spec.older_than is not None:
+        action = action.olderThan(int(spec.older_than))
+    if spec.dry_run:
+        ensure_callback_server_started(spark.sparkContext._gateway)
+        action = action.deleteWith(_JavaConsumer(lambda path: None))
+    files = sorted(str(path) for path in action.execute().orphanFileLocations())
+    return {"table": spec.table, "dry_run": spec.dry_run, "orphan_file_count": len(files),
+            "orphan_files": files[:1000], "snapshot_id": current_snapshot_id(spark, spec.table)}
+
+
 # --------------------------------------------------------------------------- entry point
 
 
 def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
-    """Dispatch one parsed request to the write or read function."""
+    """Dispatch one parsed request to the write, read or maintenance function."""
+    if isinstance(request.spec, job_spec.OrphanFilesSpec):
+        return remove_orphan_files(spark, request.spec)
     action = write_table if isinstance(request.spec, job_spec.WriteSpec) else read_table
     return action(spark, request.spec, request.commit_id, request.commit_properties,  # type: ignore[arg-type]
                   reuse_commit=request.reuse_commit)

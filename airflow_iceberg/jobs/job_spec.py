@@ -494,10 +494,38 @@ class ReadSpec:
 
 
 @dataclass(frozen=True)
+class OrphanFilesSpec:
+    """Iceberg's ``remove_orphan_files`` procedure: files under the table no snapshot references.
+
+    A write that was killed before it committed leaves its data files behind; they are never
+    read, but they take space until this removes them. ``dry_run`` only lists them.
+    """
+
+    table: str
+    older_than: int | None = None  # epoch ms; Iceberg's default is three days ago
+    dry_run: bool = False
+
+    def validated(self) -> OrphanFilesSpec:
+        validate_table_identifier(self.table)
+        if self.older_than is not None and (isinstance(self.older_than, bool) or self.older_than < 0):
+            raise InvalidSpecError(f"older_than must be epoch milliseconds, got {self.older_than!r}")
+        return self
+
+    def to_argv(self) -> list[str]:
+        argv = ["remove-orphan-files", "--table", self.table]
+        if self.older_than is not None:
+            argv += ["--older-than", str(self.older_than)]
+        return argv + (["--dry-run"] if self.dry_run else [])
+
+
+JobSpec = WriteSpec | ReadSpec | OrphanFilesSpec
+
+
+@dataclass(frozen=True)
 class JobRequest:
     """A whole job invocation: the action's spec plus where to report and how to tag commits."""
 
-    spec: WriteSpec | ReadSpec
+    spec: JobSpec
     result_file: str | None = None
     commit_id: str | None = None
     commit_properties: dict[str, str] = field(default_factory=dict)
@@ -582,14 +610,21 @@ def _build_parser() -> argparse.ArgumentParser:
     read.add_argument("--sink-format", default="parquet")
     read.add_argument("--sink-path-mode", default="error")
     read.add_argument("--preview-rows", type=int, default=0)
+
+    orphans = actions.add_parser("remove-orphan-files")
+    orphans.add_argument("--table", required=True)
+    orphans.add_argument("--older-than", type=int)
+    orphans.add_argument("--dry-run", action="store_true")
     return parser
 
 
 def parse_argv(argv: Sequence[str]) -> JobRequest:
     """Parse the job's application arguments back into a validated :class:`JobRequest`."""
     args = _build_parser().parse_args(list(argv))
-    spec: WriteSpec | ReadSpec
-    if args.action == "write":
+    spec: JobSpec
+    if args.action == "remove-orphan-files":
+        spec = OrphanFilesSpec(table=args.table, older_than=args.older_than, dry_run=args.dry_run)
+    elif args.action == "write":
         spec = WriteSpec(
             table=args.table,
             mode=args.mode,

@@ -1,5 +1,6 @@
 """Operators that run Iceberg writes and reads through spark-submit."""
 
+from airflow_iceberg.operators.maintenance import IcebergRemoveOrphanFilesOperator
 from airflow_iceberg.operators.read import (
     IcebergIncrementalReadOperator,
     IcebergReadOperator,
@@ -20,6 +21,7 @@ __all__ = [
     "IcebergOverwriteOperator",
     "IcebergOverwritePartitionsOperator",
     "IcebergReadOperator",
+    "IcebergRemoveOrphanFilesOperator",
     "IcebergStreamReadOperator",
     "IcebergTimeTravelReadOperator",
 ]

@@ -24,7 +24,7 @@ from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, JOB_SPEC_PATH
-from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest, ReadSpec, WriteSpec
+from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest, JobSpec
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -79,7 +79,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
 
     # ------------------------------------------------------------------ what subclasses provide
 
-    def build_spec(self) -> WriteSpec | ReadSpec:
+    def build_spec(self) -> JobSpec:
         """The job specification for this task, from the (rendered) operator arguments."""
         raise NotImplementedError
 
@@ -135,7 +135,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         self.log_result(result)
         return result
 
-    def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> WriteSpec | ReadSpec:
+    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> JobSpec:
         """Return the spec with every table identifier qualified by its catalog."""
         raise NotImplementedError
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow_iceberg.exceptions import InvalidSpecError
-from airflow_iceberg.jobs.job_spec import CREATE_MODES, ReadSpec, Source, WriteSpec
+from airflow_iceberg.jobs.job_spec import CREATE_MODES, JobSpec, Source, WriteSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 
 _WRITE_TEMPLATE_FIELDS = (
@@ -81,7 +81,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             merge_schema=self.merge_schema,
         )
 
-    def qualify_spec(self, spec: WriteSpec | ReadSpec, catalog_names: Sequence[str]) -> WriteSpec:
+    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:
         assert isinstance(spec, WriteSpec)
         source = spec.source
         if source.table:

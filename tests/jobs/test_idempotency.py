@@ -63,3 +63,26 @@ def test_reuse_commit_travels_through_argv(spark, lake, table):
     first, second = run(spark, parsed), run(spark, parsed)
     assert first["snapshot_id"] == second["snapshot_id"]
     assert len(lake.snapshots(table)) == 2
+
+
+def test_files_of_a_write_that_never_committed_are_found_and_removed(spark, lake, table):
+    import time
+    from pathlib import Path
+
+    from airflow_iceberg.jobs.iceberg_job import remove_orphan_files
+    from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    state = lake.state(table)
+    data_dir = lake._metadata_dir(table).parent / "data"
+    stray = data_dir / "00000-killed-write.parquet"  # what a write killed before its commit leaves
+    stray.write_bytes(Path(next(data_dir.glob("*.parquet"))).read_bytes())
+    cutoff = int(time.time() * 1000) + 1000
+
+    found = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff, dry_run=True))
+    assert found["orphan_file_count"] == 1 and found["orphan_files"][0].endswith(stray.name)
+    assert stray.exists()
+    removed = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff))
+    assert removed["orphan_file_count"] == 1 and not stray.exists()
+    assert lake.state(table) == state
+    assert lake.ids(table) == [1, 2]
