@@ -3,7 +3,7 @@
 Each check touches the real catalog — a directory, a metastore, a database, a REST service — the
 way Spark would, and answers ``(ok, message)``. The message is one line that says what was
 checked and what came back, for example ``hive catalog 'prod': get_all_databases on Hive
-Metastore thrift://hms:9083 answered: 4 database(s)``; a failure names the same check and the
+Metastore thrift://hms:9083 succeeded: 4 database(s)``; a failure names the same check and the
 first line of the error, never a traceback.
 
 A Test button must not hang the UI. Every network step has its own timeout (TCP connect, thrift
@@ -64,9 +64,12 @@ def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
         return True, f"{prefix}: {probe}"
     try:
         found = run_with_deadline(probe.run, DEADLINE_SECONDS)
+    except ImportError as error:
+        extra = "pip install 'airflow-iceberg[catalog-check]'"
+        return False, f"{prefix}: {probe.what} needs the {error.name} package: {extra}"
     except Exception as error:  # the UI wants a sentence, not a traceback
         return False, f"{prefix}: {probe.what} failed: {summarize(error)}"
-    return True, f"{prefix}: {probe.what} answered: {found}"
+    return True, f"{prefix}: {probe.what} succeeded: {found}"
 
 
 def summarize(error: BaseException) -> str:
@@ -293,7 +296,7 @@ def _postgres_probe(config: CatalogConfig) -> Probe:
     }
     if params.get("sslmode"):
         options["sslmode"] = params["sslmode"]
-    what = f"SELECT 1 on PostgreSQL database {host}:{port}/{database} as {user}"
+    what = f"SELECT 1 on PostgreSQL database {host}:{port}/{database}" + (f" as {user}" if user else "")
     return Probe(what, lambda: _postgres_tables(options, config.catalog_name))
 
 

@@ -1,0 +1,152 @@
+"""``iceberg_catalog`` connection JSON for each real catalog back end, and pyiceberg readers for them.
+
+Tests give these dicts to :class:`~tests.integration.airflow_runner.AirflowRunner` (which exports
+them as ``AIRFLOW_CONN_*``) or to ``monkeypatch.setenv``, exactly as a deployment defines
+connections. Every connection a Spark run uses points at the local runtime jar, so nothing is
+fetched from Maven. The readers are deliberately *not* our code: pyiceberg's own HiveCatalog and
+SqlCatalog, configured from the server fixtures, are the independent judges of what a run wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+POSTGRES_JDBC = "/usr/share/java/postgresql.jar"
+SQLITE_JDBC = "/usr/share/java/sqlite-jdbc.jar"
+JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
+
+
+def _connection(extra: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    extra = {"runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"], **extra}
+    return {"conn_type": "iceberg_catalog", **fields, "extra": extra}
+
+
+def hive_connection(metastore: Any, catalog_name: str = "hive", **extra: Any) -> dict[str, Any]:
+    """A ``type=hive`` catalog on the thrift metastore; tables go to the metastore's warehouse."""
+    return _connection(
+        {"catalog_name": catalog_name, "catalog_type": "hive", "warehouse": metastore.warehouse, **extra},
+        host=metastore.uri,
+    )
+
+
+def session_catalog_connection(metastore: Any) -> dict[str, Any]:
+    """SparkSessionCatalog on ``spark_catalog`` over the metastore: Iceberg and plain tables side by side."""
+    return hive_connection(metastore, catalog_name="spark_catalog", session_catalog=True)
+
+
+def postgres_connection(
+    server: Any, warehouse: Path, catalog_name: str = "pg", password: str | None = None
+) -> dict[str, Any]:
+    """A ``type=jdbc`` catalog on PostgreSQL: user and password come from Login and Password only.
+
+    The driver jar travels through the connection's ``extra_jars``, as a deployment would do it.
+    """
+    return _connection(
+        {
+            "catalog_name": catalog_name,
+            "catalog_type": "jdbc",
+            "warehouse": warehouse.as_uri(),
+            "extra_jars": POSTGRES_JDBC,
+        },
+        host=server.jdbc_uri,
+        login=server.user,
+        password=server.password if password is None else password,
+    )
+
+
+def sqlite_connection(database: Path, warehouse: Path, catalog_name: str = "lite") -> dict[str, Any]:
+    """A ``type=jdbc`` catalog in a SQLite file (no credentials)."""
+    return _connection(
+        {
+            "catalog_name": catalog_name,
+            "catalog_type": "jdbc",
+            "warehouse": warehouse.as_uri(),
+            "extra_jars": SQLITE_JDBC,
+        },
+        host=f"jdbc:sqlite:{database}",
+    )
+
+
+def custom_jdbc_connection(server: Any, warehouse: Path, catalog_name: str = "custom_pg") -> dict[str, Any]:
+    """Iceberg's JdbcCatalog named as a custom ``catalog_impl`` (no ``catalog_type``).
+
+    A custom class has no standard credential properties, so the connection says where Login and
+    Password go. ``jdbc.schema-version=V1`` is what ``catalog_type=jdbc`` sets by itself; a custom
+    class gets only what the connection gives it.
+    """
+    return _connection(
+        {
+            "catalog_name": catalog_name,
+            "catalog_impl": JDBC_CATALOG_IMPL,
+            "warehouse": warehouse.as_uri(),
+            "login_property": "jdbc.user",
+            "password_property": "jdbc.password",
+            "catalog_properties": {"jdbc.schema-version": "V1"},
+            "extra_jars": POSTGRES_JDBC,
+        },
+        host=server.jdbc_uri,
+        login=server.user,
+        password=server.password,
+    )
+
+
+def hadoop_connection(
+    warehouse: Path, catalog_name: str, hadoop_properties: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A ``type=hadoop`` catalog in a local directory, optionally with per-catalog Hadoop settings."""
+    extra: dict[str, Any] = {
+        "catalog_name": catalog_name,
+        "catalog_type": "hadoop",
+        "warehouse": warehouse.as_uri(),
+    }
+    if hadoop_properties:
+        extra["hadoop_properties"] = hadoop_properties
+    return _connection(extra)
+
+
+def rest_connection(rest: Any, secret: str | None = None, token: str | None = None) -> dict[str, Any]:
+    """A ``type=rest`` catalog on SeaweedFS: OAuth2 client credentials, or a bearer token alone.
+
+    With ``token`` the connection has no Login and the Password is the token; otherwise Login and
+    Password are the OAuth2 client id and secret (``credential``).
+    """
+    extra = {
+        "catalog_name": "rest",
+        "catalog_type": "rest",
+        "warehouse": rest.warehouse,
+        "catalog_properties": {"oauth2-server-uri": rest.oauth2_server_uri, "scope": "catalog"},
+    }
+    if token is not None:
+        return _connection(extra, host=rest.uri, password=token)
+    return _connection(
+        extra,
+        host=rest.uri,
+        login=rest.access_key,
+        password=rest.secret_key if secret is None else secret,
+    )
+
+
+# --------------------------------------------------------------------------- independent readers
+
+
+def hive_reader(metastore: Any, catalog_name: str = "hive") -> Any:
+    """pyiceberg's HiveCatalog on the same metastore."""
+    from pyiceberg.catalog.hive import HiveCatalog
+
+    return HiveCatalog(catalog_name, uri=metastore.uri, warehouse=metastore.warehouse)
+
+
+def postgres_reader(server: Any, warehouse: Path, catalog_name: str = "pg") -> Any:
+    """pyiceberg's SqlCatalog on the same PostgreSQL database and catalog name."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(catalog_name, uri=server.sqlalchemy_uri, warehouse=warehouse.as_uri())
+
+
+def sqlite_reader(database: Path, warehouse: Path, catalog_name: str = "lite") -> Any:
+    """pyiceberg's SqlCatalog on the same SQLite file and catalog name."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(catalog_name, uri=f"sqlite:///{database}", warehouse=warehouse.as_uri())

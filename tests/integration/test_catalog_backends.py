@@ -1,0 +1,396 @@
+"""Real catalog back ends end to end: real Airflow CLI, real spark-submit, real catalog servers.
+
+Every run is judged by pyiceberg (HiveCatalog / SqlCatalog / StaticTable) talking to the same
+catalog, or by plain Spark and the raw metastore thrift API, never by our own job's report.
+The Hadoop catalog's example-DAG run lives in ``test_example_dag.py`` and is not repeated here.
+
+Spark is the slow part (each spark-submit takes 10-25 s), so each back end runs the example DAG
+once, module-scoped, and every other scenario is one task (``airflow tasks test``) or a two-task
+test DAG from ``tests/integration/dags``.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from scripts.show_table import latest_metadata
+from tests.integration.airflow_runner import REPO, AirflowRunner, spark_connection
+from tests.integration.catalog_connections import (
+    JDBC_CATALOG_IMPL,
+    custom_jdbc_connection,
+    hadoop_connection,
+    hive_connection,
+    hive_reader,
+    postgres_connection,
+    postgres_reader,
+    session_catalog_connection,
+    sqlite_connection,
+    sqlite_reader,
+)
+
+EXAMPLE_DAG = "iceberg_daily_orders"
+TEST_DAGS = REPO / "tests" / "integration" / "dags"
+SPARK_SUBMIT = REPO / ".spark-venv" / "bin" / "spark-submit"
+
+
+def run_airflow(runner: AirflowRunner, *args: str, test_dags: bool = False, **kwargs: Any):
+    """Run the Airflow CLI; ``test_dags`` points the DAGs folder at this suite's own test DAGs."""
+    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS)} if test_dags else None
+    return runner.airflow(*args, env=env, **kwargs)
+
+
+def succeeded(completed: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """Assert a CLI run succeeded; ``airflow tasks test`` exits 0 even when the task fails."""
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, (completed.stdout[-6000:], completed.stderr[-6000:])
+    assert "Task failed with exception" not in output, output[-6000:]
+    return completed
+
+
+def sorted_rows(arrow_table: Any, *keys: str) -> list[tuple]:
+    ordered = arrow_table.sort_by([(key, "ascending") for key in keys])
+    return [tuple(row.values()) for row in ordered.to_pylist()]
+
+
+def order_rows(table: Any, snapshot_id: int | None = None) -> list[tuple]:
+    return sorted_rows(table.scan(snapshot_id=snapshot_id).to_arrow(), "order_date", "order_id")
+
+
+# --------------------------------------------------------------------------- example DAG per back end
+
+
+@dataclass
+class BackendRun:
+    """One back end after the example DAG ran on it: the pyiceberg catalog and the tasks' XComs."""
+
+    name: str
+    catalog: Any
+    xcoms: dict[str, Any]
+
+
+def backend_under_test(request: pytest.FixtureRequest, root: Path) -> tuple[dict, Any]:
+    """The connection for ``request.param`` and pyiceberg's reader of the same catalog.
+
+    Servers are fetched lazily, so running one back end (``-k hive``) starts only its server.
+    """
+    warehouse = root / "warehouse"
+    if request.param == "hive":
+        metastore = request.getfixturevalue("hive_metastore")
+        return hive_connection(metastore), hive_reader(metastore)
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        return postgres_connection(server, warehouse), postgres_reader(server, warehouse)
+    database = root / "catalog.db"
+    return sqlite_connection(database, warehouse), sqlite_reader(database, warehouse)
+
+
+LOGICAL_DATES = {"hive": "2024-02-01", "postgres": "2024-02-02", "sqlite": "2024-02-03"}
+
+
+@pytest.fixture(scope="module", params=list(LOGICAL_DATES))
+def backend_run(request, airflow_runner, tmp_path_factory) -> BackendRun:
+    connection, catalog = backend_under_test(request, tmp_path_factory.mktemp(f"backend-{request.param}"))
+    succeeded(
+        run_airflow(
+            airflow_runner,
+            "dags",
+            "test",
+            EXAMPLE_DAG,
+            LOGICAL_DATES[request.param],
+            connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+        )
+    )
+    tasks = ("create_orders", "append_day_two", "correct_day_one", "snapshot_before_correction")
+    # Read now: the runner returns the newest XCom per task, and the next back end overwrites it.
+    xcoms = {task: airflow_runner.xcom(EXAMPLE_DAG, task) for task in tasks}
+    return BackendRun(request.param, catalog, xcoms)
+
+
+def test_example_dag_history_seen_by_pyiceberg(backend_run):
+    orders = backend_run.catalog.load_table("db.orders")
+    history = [
+        (s.summary.operation.value, s.summary.get("added-records"), s.summary.get("total-records"))
+        for s in orders.snapshots()
+    ]
+    assert history == [("overwrite", "100", "100"), ("append", "80", "180"), ("overwrite", "90", "170")]
+    assert [orders.scan(snapshot_id=s.snapshot_id).to_arrow().num_rows for s in orders.snapshots()] == [
+        100,
+        180,
+        170,
+    ]
+    assert str(orders.spec().fields[0].transform) == "day"
+    day_one = [r for r in orders.scan().to_arrow().to_pylist() if r["order_date"] == date(2024, 1, 1)]
+    assert len(day_one) == 90 and {r["order_id"]: r["amount"] for r in day_one}[0] == Decimal("1.10")
+    writes = [backend_run.xcoms[t] for t in ("create_orders", "append_day_two", "correct_day_one")]
+    assert [w["snapshot_id"] for w in writes] == [s.snapshot_id for s in orders.snapshots()]
+
+
+def test_time_travel_copy_equals_the_append_snapshot(backend_run):
+    orders = backend_run.catalog.load_table("db.orders")
+    appended = orders.snapshots()[1].snapshot_id
+    copy = backend_run.catalog.load_table("db.orders_before_correction")
+    assert order_rows(copy) == order_rows(orders, appended)
+    assert len(order_rows(copy)) == 180
+    assert backend_run.xcoms["snapshot_before_correction"]["snapshot_id"] == appended
+
+
+# --------------------------------------------------------------------------- the password travels
+
+
+def test_wrong_postgres_password_fails_the_task_and_leaves_the_table_alone(
+    airflow_runner, postgres_server, tmp_path
+):
+    """A wrong password must fail the task before anything is written.
+
+    The PostgreSQL run of the example DAG (and the catalog-impl test) prove the right password
+    gets through; this is the other half. The guarded table is made by pyiceberg, so the failed
+    ``create_or_replace`` would visibly have replaced it, had it got through.
+    """
+    import pyarrow as pa
+
+    warehouse = tmp_path / "warehouse"
+    server = postgres_server
+    reader = postgres_reader(server, warehouse, catalog_name="pg_guarded")
+    reader.create_namespace_if_not_exists("db")
+    rows = pa.table({"order_id": pa.array([1, 2, 3], pa.int64())})
+    guarded = reader.create_table("db.orders", schema=rows.schema)
+    guarded.append(rows)
+    before = reader.load_table("db.orders").metadata_location
+    files_before = sorted(warehouse.rglob("*"))
+
+    wrong = postgres_connection(server, warehouse, catalog_name="pg_guarded", password="not-the-password")
+    completed = run_airflow(
+        airflow_runner,
+        "tasks",
+        "test",
+        EXAMPLE_DAG,
+        "create_orders",
+        "2024-02-04",
+        connections={"iceberg_catalog_default": wrong, "spark_default": spark_connection()},
+    )
+    output = completed.stdout + completed.stderr
+    # `airflow tasks test` exits 0 whatever the task did; the task's own state is in its log.
+    assert "Task failed with exception" in output and "new_state=failed" in output, output[-5000:]
+    # Our one-line error names the table and the database it could not log in to; the driver's log
+    # carries PostgreSQL's reason (the apache-spark provider's masking may print "password ******").
+    failure = f"pg_guarded.db.orders: UncheckedSQLException: Failed to connect: {server.jdbc_uri}"
+    assert f"IcebergJobError: {failure}" in output, output[-5000:]
+    assert "PSQLException: FATAL: password" in output, output[-5000:]
+    assert f'failed for user "{server.user}"' in output, output[-5000:]
+    after = reader.load_table("db.orders")
+    assert after.metadata_location == before
+    assert sorted(warehouse.rglob("*")) == files_before
+    assert after.scan().to_arrow().num_rows == 3
+
+
+# --------------------------------------------------------------------------- custom catalog-impl
+
+
+def test_custom_catalog_impl_jdbc_catalog_end_to_end(airflow_runner, postgres_server, tmp_path):
+    """``catalog_impl`` with no ``catalog_type``: Login/Password reach ``jdbc.user``/``jdbc.password``."""
+    warehouse = tmp_path / "warehouse"
+    completed = succeeded(
+        run_airflow(
+            airflow_runner,
+            "tasks",
+            "test",
+            EXAMPLE_DAG,
+            "create_orders",
+            "2024-02-05",
+            connections={
+                "iceberg_catalog_default": custom_jdbc_connection(postgres_server, warehouse),
+                "spark_default": spark_connection(),
+            },
+        )
+    )
+    output = completed.stdout + completed.stderr
+    assert f"spark.sql.catalog.custom_pg.catalog-impl={JDBC_CATALOG_IMPL}" in output
+    assert "spark.sql.catalog.custom_pg.type=" not in output
+    assert f"spark.sql.catalog.custom_pg.jdbc.user={postgres_server.user}" in output
+    orders = postgres_reader(postgres_server, warehouse, catalog_name="custom_pg").load_table("db.orders")
+    assert [s.summary.operation.value for s in orders.snapshots()] == ["overwrite"]
+    assert orders.scan().to_arrow().num_rows == 100
+    assert urlparse(orders.metadata_location).path.startswith(f"{warehouse}/db/orders/metadata/")
+
+
+# --------------------------------------------------------------------------- session catalog
+
+PLAIN_SPARK_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pyspark.sql import SparkSession
+
+    action, result_file = sys.argv[1], sys.argv[2]
+    spark = SparkSession.builder.enableHiveSupport().getOrCreate()
+    if action == "create":
+        spark.sql("CREATE DATABASE IF NOT EXISTS db")
+        spark.sql("DROP TABLE IF EXISTS db.plain")
+        spark.sql(
+            "CREATE TABLE db.plain USING parquet AS "
+            "SELECT id, CONCAT('item-', CAST(id AS STRING)) AS name FROM range(25)"
+        )
+    rows = [list(r) for r in spark.sql("SELECT id, name FROM db.plain ORDER BY id").collect()]
+    details = {r.col_name: r.data_type for r in spark.sql("DESCRIBE TABLE EXTENDED db.plain").collect()}
+    tables = sorted(r.tableName for r in spark.sql("SHOW TABLES IN db").collect())
+    with open(result_file, "w") as handle:
+        json.dump({"rows": rows, "provider": details.get("Provider"), "tables": tables}, handle)
+    spark.stop()
+    """
+)
+
+
+def plain_spark(metastore: Any, action: str, workdir: Path) -> dict[str, Any]:
+    """Run Spark with Hive support and no Iceberg at all, as a non-Iceberg user of the metastore would."""
+    script, result = workdir / "plain_table.py", workdir / f"{action}.json"
+    script.write_text(PLAIN_SPARK_SCRIPT)
+    conf = {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": metastore.uri,
+        "spark.sql.warehouse.dir": metastore.warehouse,
+    }
+    completed = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "--master",
+            "local[1]",
+            *(arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")),
+            str(script),
+            action,
+            str(result),
+        ],
+        cwd=workdir,  # any stray derby.log stays in the test's folder
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-5000:]
+    return json.loads(result.read_text())
+
+
+def metastore_table_parameters(metastore: Any, database: str, table: str) -> dict[str, str]:
+    """A table's parameters straight from the metastore's thrift API (no Spark, no Iceberg)."""
+    from hive_metastore.ThriftHiveMetastore import Client
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    sock = TSocket.TSocket(metastore.host, metastore.port)
+    sock.setTimeout(10_000)
+    transport = TTransport.TBufferedTransport(sock)
+    transport.open()
+    try:
+        return dict(Client(TBinaryProtocol.TBinaryProtocol(transport)).get_table(database, table).parameters)
+    finally:
+        transport.close()
+
+
+def test_session_catalog_serves_plain_and_iceberg_tables_with_two_part_names(
+    airflow_runner, hive_metastore, tmp_path
+):
+    from pyiceberg.exceptions import NoSuchIcebergTableError, NoSuchPropertyException
+
+    created = plain_spark(hive_metastore, "create", tmp_path)
+    assert created["provider"] == "parquet" and len(created["rows"]) == 25
+
+    completed = succeeded(
+        run_airflow(
+            airflow_runner,
+            "tasks",
+            "test",
+            "iceberg_session_catalog",
+            "copy_plain",
+            "2024-02-06",
+            test_dags=True,
+            connections={
+                "iceberg_session": session_catalog_connection(hive_metastore),
+                "spark_default": spark_connection(),
+            },
+        )
+    )
+    assert "to spark_catalog.db.plain_iceberg (overwrite): 25 records added" in completed.stdout
+
+    # The metastore itself: one Iceberg table, and the plain table left as it was.
+    assert metastore_table_parameters(hive_metastore, "db", "plain_iceberg")["table_type"] == "ICEBERG"
+    assert "table_type" not in metastore_table_parameters(hive_metastore, "db", "plain")
+    # pyiceberg: the copy holds the plain table's rows; the plain table is not Iceberg.
+    reader = hive_reader(hive_metastore)
+    copy = reader.load_table("db.plain_iceberg")
+    assert [list(r) for r in sorted_rows(copy.scan().to_arrow(), "id")] == created["rows"]
+    with pytest.raises((NoSuchIcebergTableError, NoSuchPropertyException), match=r"db\.plain"):
+        reader.load_table("db.plain")
+    # Plain Spark, without the Iceberg runtime, still reads the plain table afterwards.
+    after = plain_spark(hive_metastore, "read", tmp_path)
+    assert after["rows"] == created["rows"] and after["provider"] == "parquet"
+    assert {"plain", "plain_iceberg"} <= set(after["tables"])
+
+
+# --------------------------------------------------------------------------- two catalogs, hadoop.*
+
+#: ``fs.file.impl.disable.cache`` is what makes the umask observable: Spark has created the
+#: process-wide cached local FileSystem before any catalog loads, and a cached FileSystem keeps
+#: the configuration it was created with; per-catalog ``hadoop.*`` settings only reach a new one.
+RESTRICTED = {"fs.permissions.umask-mode": "077", "fs.file.impl.disable.cache": "true"}
+
+
+def file_modes(table_dir: Path) -> set[int]:
+    return {stat.S_IMODE(p.stat().st_mode) for p in table_dir.rglob("*") if p.is_file()}
+
+
+def test_read_from_hive_write_to_hadoop_with_per_catalog_hadoop_properties(
+    airflow_runner, hive_metastore, tmp_path
+):
+    """One job loads the Hive source catalog and a Hadoop target catalog (``extra_iceberg_conn_ids``).
+
+    The two targets differ only in ``hadoop_properties``: the restricted one's files are created
+    with umask 077 (0600), the control's with Hadoop's default umask 022 (0644).
+    """
+    import pyarrow as pa
+    from pyiceberg.table import StaticTable
+
+    source_rows = pa.table(
+        {
+            "order_id": pa.array(range(30), pa.int64()),
+            "amount": pa.array([Decimal(f"{i}.25") for i in range(30)], pa.decimal128(10, 2)),
+            "order_date": pa.array([date(2024, 3, 1 + i % 3) for i in range(30)], pa.date32()),
+        }
+    )
+    reader = hive_reader(hive_metastore)
+    reader.create_namespace_if_not_exists("xsrc")
+    reader.create_table("xsrc.orders", schema=source_rows.schema).append(source_rows)
+
+    warehouses = {name: tmp_path / name for name in ("restricted", "shared")}
+    succeeded(
+        run_airflow(
+            airflow_runner,
+            "dags",
+            "test",
+            "iceberg_cross_catalog",
+            "2024-02-07",
+            test_dags=True,
+            connections={
+                "iceberg_hive": hive_connection(hive_metastore),
+                "iceberg_restricted": hadoop_connection(warehouses["restricted"], "restricted", RESTRICTED),
+                "iceberg_shared": hadoop_connection(warehouses["shared"], "shared"),
+                "spark_default": spark_connection(),
+            },
+        )
+    )
+    expected = sorted_rows(reader.load_table("xsrc.orders").scan().to_arrow(), "order_id")
+    for name, warehouse in warehouses.items():
+        copy = StaticTable.from_metadata(str(latest_metadata(warehouse, "db.orders_copy")))
+        assert sorted_rows(copy.scan().to_arrow(), "order_id") == expected, name
+    restricted = file_modes(warehouses["restricted"] / "db" / "orders_copy")
+    shared = file_modes(warehouses["shared"] / "db" / "orders_copy")
+    assert restricted == {0o600}, sorted(oct(m) for m in restricted)
+    assert shared == {0o644}, sorted(oct(m) for m in shared)
+    assert list((warehouses["restricted"] / "db" / "orders_copy" / "data").rglob("*.parquet"))

@@ -1,0 +1,275 @@
+"""The connection form's Test button against real catalogs: no Spark, one line, bounded time.
+
+Every check goes through ``IcebergCatalogHook(iceberg_conn_id=...).test_connection()`` with the
+connection defined as ``AIRFLOW_CONN_*``, as the UI and a deployment would. For each type a good
+connection passes and a bad one — wrong password or secret, closed port, unknown host, or a
+server that accepts TCP connections but never answers — fails with a message that names the
+check, in a few seconds rather than a TCP timeout's minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_iceberg.catalog.connection_check import DEADLINE_SECONDS, TIMEOUT_SECONDS
+from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
+from tests.integration.catalog_connections import (
+    hadoop_connection,
+    hive_connection,
+    postgres_connection,
+    rest_connection,
+    sqlite_connection,
+)
+from tests.servers.ports import free_port
+
+#: A refused connection or a bad password is reported at once; only a silent server takes longer.
+FAST_SECONDS = 3.0
+
+
+@pytest.fixture
+def test_button(monkeypatch):
+    """Define the connection as ``AIRFLOW_CONN_CHECKED`` and press Test; returns (ok, message, seconds)."""
+
+    def press(connection: dict) -> tuple[bool, str, float]:
+        monkeypatch.setenv("AIRFLOW_CONN_CHECKED", json.dumps(connection))
+        started = time.monotonic()
+        ok, message = IcebergCatalogHook(iceberg_conn_id="checked").test_connection()
+        elapsed = time.monotonic() - started
+        assert "\n" not in message and "Traceback" not in message, message
+        return ok, message, elapsed
+
+    return press
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port where the kernel completes TCP handshakes but nobody ever reads or answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
+
+
+def closed_port() -> int:
+    return free_port()
+
+
+def with_host(connection: dict, host: str) -> dict:
+    return {**connection, "host": host}
+
+
+# --------------------------------------------------------------------------- hadoop
+
+
+def test_hadoop_local_warehouse(test_button, tmp_path):
+    existing = tmp_path / "warehouse"
+    existing.mkdir()
+    ok, message, _ = test_button(hadoop_connection(existing, "demo"))
+    assert ok, message
+    assert message == f"hadoop catalog 'demo': write access to warehouse directory {existing} succeeded: " + (
+        "exists and is writable"
+    )
+    ok, message, _ = test_button(hadoop_connection(tmp_path / "new" / "wh", "demo"))
+    assert ok and message.endswith(f"can be created under {tmp_path}"), message
+
+
+def test_hadoop_warehouse_under_a_file_fails(test_button, tmp_path):
+    (tmp_path / "afile").write_text("not a directory")
+    ok, message, _ = test_button(hadoop_connection(tmp_path / "afile" / "wh", "demo"))
+    assert not ok
+    assert message == (
+        f"hadoop catalog 'demo': write access to warehouse directory {tmp_path}/afile/wh failed: "
+        f"NotADirectoryError: {tmp_path}/afile is not a directory"
+    )
+
+
+# --------------------------------------------------------------------------- hive
+
+
+def test_hive_metastore_lists_its_databases(test_button, hive_metastore):
+    ok, message, elapsed = test_button(hive_connection(hive_metastore))
+    count = len(hive_metastore.list_databases())
+    assert ok, message
+    assert message == (
+        f"hive catalog 'hive': get_all_databases on Hive Metastore {hive_metastore.uri} succeeded: "
+        f"{count} database(s)"
+    )
+    assert elapsed < FAST_SECONDS
+
+
+def test_hive_second_uri_answers_when_the_first_is_down(test_button, hive_metastore):
+    uris = f"thrift://127.0.0.1:{closed_port()},{hive_metastore.uri}"
+    ok, message, _ = test_button(with_host(hive_connection(hive_metastore), uris))
+    assert ok, message
+    assert message.endswith(f"database(s) at {hive_metastore.uri}"), message
+
+
+def test_hive_closed_port_and_unknown_host_fail_fast(test_button, hive_metastore):
+    port = closed_port()
+    ok, message, elapsed = test_button(
+        with_host(hive_connection(hive_metastore), f"thrift://127.0.0.1:{port}")
+    )
+    assert not ok and elapsed < FAST_SECONDS
+    assert message == (
+        f"hive catalog 'hive': get_all_databases on Hive Metastore thrift://127.0.0.1:{port} failed: "
+        f"ConnectionError: cannot connect to 127.0.0.1:{port}: Connection refused"
+    )
+    ok, message, elapsed = test_button(
+        with_host(hive_connection(hive_metastore), "thrift://metastore.invalid")
+    )
+    assert not ok and elapsed < FAST_SECONDS
+    assert "cannot connect to metastore.invalid:9083" in message, message
+
+
+def test_hive_silent_server_fails_within_the_timeout(test_button, hive_metastore, silent_port):
+    ok, message, elapsed = test_button(
+        with_host(hive_connection(hive_metastore), f"thrift://127.0.0.1:{silent_port}")
+    )
+    assert not ok
+    assert elapsed < TIMEOUT_SECONDS + FAST_SECONDS
+    assert message.startswith(
+        f"hive catalog 'hive': get_all_databases on Hive Metastore thrift://127.0.0.1:{silent_port} failed: "
+    )
+
+
+# --------------------------------------------------------------------------- jdbc: PostgreSQL
+
+
+def test_postgres_answers_with_the_right_password(test_button, postgres_server, tmp_path):
+    ok, message, elapsed = test_button(
+        postgres_connection(postgres_server, tmp_path, catalog_name="checked_pg")
+    )
+    assert ok, message
+    where = f"{postgres_server.host}:{postgres_server.port}/{postgres_server.database}"
+    assert message.startswith(
+        f"jdbc catalog 'checked_pg': SELECT 1 on PostgreSQL database {where} as iceberg succeeded: "
+    )
+    assert elapsed < FAST_SECONDS
+
+
+def test_postgres_wrong_password_fails(test_button, postgres_server, tmp_path):
+    ok, message, elapsed = test_button(postgres_connection(postgres_server, tmp_path, password="wrong"))
+    assert not ok and elapsed < FAST_SECONDS
+    assert "SELECT 1 on PostgreSQL database" in message
+    assert (
+        f'OperationalError: connection to server at "127.0.0.1", port {postgres_server.port} failed: '
+        in message
+    )
+    assert f'password authentication failed for user "{postgres_server.user}"' in message
+
+
+def test_postgres_closed_port_fails_fast_and_silent_server_within_the_timeout(
+    test_button, postgres_server, tmp_path, silent_port
+):
+    connection = postgres_connection(postgres_server, tmp_path)
+    port = closed_port()
+    ok, message, elapsed = test_button(with_host(connection, f"jdbc:postgresql://127.0.0.1:{port}/iceberg"))
+    assert not ok and elapsed < FAST_SECONDS
+    assert "Connection refused" in message, message
+    ok, message, elapsed = test_button(
+        with_host(connection, f"jdbc:postgresql://127.0.0.1:{silent_port}/iceberg")
+    )
+    assert not ok and elapsed < TIMEOUT_SECONDS + FAST_SECONDS
+    assert "timeout expired" in message, message
+
+
+# --------------------------------------------------------------------------- jdbc: SQLite
+
+
+def test_sqlite_catalog_database(test_button, tmp_path):
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    database, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
+    ok, message, _ = test_button(sqlite_connection(database, warehouse))
+    assert ok and message.endswith(f"does not exist yet; Iceberg creates it in {tmp_path}, which is writable")
+    assert not database.exists(), "the Test button must not create the database"
+
+    catalog = SqlCatalog("lite", uri=f"sqlite:///{database}", warehouse=warehouse.as_uri())
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64())]))
+    ok, message, _ = test_button(sqlite_connection(database, warehouse))
+    assert ok, message
+    assert message == (
+        f"jdbc catalog 'lite': reading SQLite catalog database {database} succeeded: "
+        "1 Iceberg table(s) registered"
+    )
+
+
+def test_sqlite_bad_file_and_missing_folder_fail(test_button, tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a SQLite database, only text that is long enough " * 4)
+    ok, message, _ = test_button(sqlite_connection(garbage, tmp_path))
+    assert not ok
+    assert message == (
+        f"jdbc catalog 'lite': reading SQLite catalog database {garbage} failed: "
+        "DatabaseError: file is not a database"
+    )
+    missing = tmp_path / "no-such-folder" / "catalog.db"
+    ok, message, _ = test_button(sqlite_connection(missing, tmp_path))
+    assert not ok
+    assert f"FileNotFoundError: neither {missing} nor its folder {missing.parent} exists" in message
+    with sqlite3.connect(garbage.with_name("untouched.db")):
+        pass  # sanity: sqlite itself works here, so the failures above are about the files
+
+
+# --------------------------------------------------------------------------- rest
+
+
+def test_rest_oauth2_client_credentials_and_bearer_token(test_button, rest_catalog):
+    ok, message, elapsed = test_button(rest_connection(rest_catalog))
+    assert ok, message
+    assert message.startswith(
+        f"rest catalog 'rest': GET /v1/config and a namespace listing on REST catalog {rest_catalog.uri} "
+        "with OAuth2 client credentials succeeded: "
+    )
+    assert message.endswith("top-level namespace(s)") and elapsed < FAST_SECONDS
+    ok, message, _ = test_button(rest_connection(rest_catalog, token=rest_catalog.fetch_token()))
+    assert ok and "with a bearer token succeeded" in message, message
+
+
+def test_rest_wrong_secret_or_token_fails(test_button, rest_catalog):
+    ok, message, elapsed = test_button(rest_connection(rest_catalog, secret="wrong-secret"))
+    assert not ok and elapsed < FAST_SECONDS
+    assert message.endswith(
+        "with OAuth2 client credentials failed: OAuthError: invalid_client: Invalid client credentials"
+    )
+    # SeaweedFS answers GET /v1/config to anyone: only the namespace listing exposes a bad token.
+    ok, message, _ = test_button(rest_connection(rest_catalog, token="not-a-token"))
+    assert not ok
+    assert message.endswith(
+        "with a bearer token failed: "
+        "UnauthorizedError: NotAuthorizedException: Bearer token is invalid or expired"
+    )
+
+
+def test_rest_closed_port_fails_fast_and_silent_server_within_the_deadline(
+    test_button, rest_catalog, silent_port
+):
+    port = closed_port()
+    ok, message, elapsed = test_button(with_host(rest_connection(rest_catalog), f"http://127.0.0.1:{port}"))
+    assert not ok and elapsed < FAST_SECONDS
+    assert f"ConnectionError: cannot connect to 127.0.0.1:{port}: Connection refused" in message
+    silent = {**rest_connection(rest_catalog), "host": f"http://127.0.0.1:{silent_port}"}
+    silent["extra"] = {
+        **silent["extra"],
+        "catalog_properties": {"oauth2-server-uri": f"http://127.0.0.1:{silent_port}/v1/oauth/tokens"},
+    }
+    ok, message, elapsed = test_button(silent)
+    assert not ok and elapsed < DEADLINE_SECONDS + FAST_SECONDS
+    assert message.endswith(f"failed: TimeoutError: no answer within {DEADLINE_SECONDS:g} s"), message
+
+
+def test_a_password_in_the_jdbc_url_is_used_but_never_shown(test_button, postgres_server, tmp_path):
+    url = f"{postgres_server.jdbc_uri}?user={postgres_server.user}&password={postgres_server.password}"
+    connection = with_host(postgres_connection(postgres_server, tmp_path), url)
+    del connection["login"], connection["password"]
+    ok, message, _ = test_button(connection)
+    assert ok, message
+    assert postgres_server.password not in message
