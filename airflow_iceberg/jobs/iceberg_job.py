@@ -810,11 +810,20 @@ def describe_error(error: BaseException) -> str:
     exception it carries (e.g. Iceberg's ValidationException) says what actually happened.
     """
     java = getattr(error, "java_exception", None)
-    if java is not None:
-        message = java.getMessage()
-        text = f"{java.getClass().getSimpleName()}: {message}" if message else str(java.toString())
-    else:
-        text = f"{type(error).__name__}: {error}"
+    if java is None:
+        return f"{type(error).__name__}: {error}".strip().splitlines()[0]
+    text = _java_summary(java)
+    root = java
+    while root.getCause() is not None and not root.getCause().equals(root):
+        root = root.getCause()
+    if not root.equals(java):  # e.g. "Failed to connect" caused by "password authentication failed"
+        text += f" (caused by {_java_summary(root)})"
+    return text
+
+
+def _java_summary(throwable: Any) -> str:
+    message = throwable.getMessage()
+    text = f"{throwable.getClass().getSimpleName()}: {message}" if message else str(throwable.toString())
     return text.strip().splitlines()[0]
 
 
