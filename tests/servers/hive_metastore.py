@@ -13,11 +13,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from xml.sax.saxutils import escape
 
 from .ports import LOOPBACK, free_port, port_accepts
-from .process import ManagedProcess, ServerError, run_to_completion
+from .process import ManagedProcess, ServerError, StartStop, run_to_completion
 from .safety_net import track, untrack
 
 LAUNCHER_SOURCE = Path(__file__).with_name("java") / "LoopbackMetastore.java"
@@ -125,7 +124,7 @@ def hive_site_xml(properties: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
-class HiveMetastore:
+class HiveMetastore(StartStop):
     """A Hive metastore with embedded Derby, serving thrift on 127.0.0.1.
 
     Attributes:
@@ -279,14 +278,3 @@ class HiveMetastore:
             "hive.exec.local.scratchdir": str(self.workdir / "tmp" / "local-scratch"),
             "hive.downloaded.resources.dir": str(self.workdir / "tmp" / "resources"),
         }
-
-    def __enter__(self) -> HiveMetastore:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

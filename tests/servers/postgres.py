@@ -17,11 +17,10 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from .ports import LOOPBACK, free_port, port_accepts
-from .process import ManagedProcess, ServerError, run_to_completion
+from .process import ManagedProcess, ServerError, StartStop, run_to_completion
 from .safety_net import track, untrack
 
 SERVER_USER = "postgres"
@@ -92,7 +91,7 @@ def _server_user() -> str | None:
     return SERVER_USER
 
 
-class PostgresServer:
+class PostgresServer(StartStop):
     """A throwaway PostgreSQL cluster with one database and one password-protected user.
 
     Attributes:
@@ -303,14 +302,3 @@ class PostgresServer:
                 return cur.fetchone() == (self.user, self.database)
         finally:
             conn.close()
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

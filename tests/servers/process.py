@@ -23,6 +23,8 @@ from typing import TypeVar
 
 from .safety_net import track, untrack
 
+_S = TypeVar("_S", bound="StartStop")
+
 T = TypeVar("T")
 
 _POLL_INTERVAL = 0.1
@@ -123,7 +125,28 @@ def run_to_completion(
         raise ServerError(f"{' '.join(args)} {outcome}; log {log_path}:\n{log_tail(log_path)}")
 
 
-class ManagedProcess:
+class StartStop:
+    """``with server:`` starts it and always stops it; subclasses define ``start()`` and ``stop()``."""
+
+    def start(self: _S) -> _S:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ManagedProcess(StartStop):
     """One server subprocess in its own process group, logging to a file.
 
     Attributes:
@@ -286,14 +309,3 @@ class ManagedProcess:
         assert self._popen is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._popen.pid, sig)
-
-    def __enter__(self) -> ManagedProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -26,10 +26,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
 from .ports import LOOPBACK, free_ports, is_port_free
-from .process import ManagedProcess, ServerError
+from .process import ManagedProcess, ServerError, StartStop
 from .safety_net import track, untrack
 
 ADMIN_GRPC_OFFSET = 10000  # SeaweedFS's fixed HTTP -> gRPC port offset
@@ -76,7 +75,7 @@ def _admin_port(taken: set[int]) -> int:
     raise ServerError("no free port pair for the SeaweedFS admin server")
 
 
-class SeaweedRestCatalog:
+class SeaweedRestCatalog(StartStop):
     """SeaweedFS ``weed mini`` serving an OAuth2-protected Iceberg REST catalog over S3.
 
     Attributes:
@@ -293,14 +292,3 @@ class SeaweedRestCatalog:
                         sock.unlink()
                 except FileNotFoundError:
                     pass
-
-    def __enter__(self) -> SeaweedRestCatalog:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
