@@ -15,6 +15,7 @@ run before anything is written, so a failed job leaves every table as it was.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -332,6 +333,27 @@ def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> di
     return earlier
 
 
+def with_default_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> job_spec.WriteSpec:
+    """Pin ``validate-from-snapshot-id`` to the current snapshot when only ``isolation-level`` is set.
+
+    Without it Iceberg validates an overwrite against the table's whole history, so the files the
+    overwritten rows already had count as conflicts and the write always fails. Pinned to the
+    snapshot current before the source is read, it means: fail if a conflicting commit landed
+    while this job ran.
+    """
+    options = spec.write_options
+    if (
+        spec.mode not in ("overwrite", "overwrite_partitions")
+        or job_spec.option_value(options, "isolation-level") is None
+        or job_spec.option_value(options, "validate-from-snapshot-id") is not None
+    ):
+        return spec
+    current = current_snapshot_id(spark, spec.table)
+    if current is None:
+        return spec
+    return dataclasses.replace(spec, write_options={**options, "validate-from-snapshot-id": str(current)})
+
+
 def write_table(
     spark: SparkSession,
     spec: job_spec.WriteSpec,
@@ -349,6 +371,7 @@ def write_table(
     if earlier is not None:
         return {"table": spec.table, "mode": spec.mode, **earlier, "reused_earlier_commit": True}
     check_table_state(spark, spec.table, spec.mode)
+    spec = with_default_validate_from(spark, spec)  # before the source is read
     df = load_source(spark, spec.source)
     if spec.mode in job_spec.CREATE_MODES:
         check_partition_columns(spec, df.columns)
