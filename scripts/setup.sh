@@ -59,4 +59,4 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   airflow db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
-echo "==> ready: $(airflow version 2>/dev/null | tail -1) with $(spark-submit --version 2>&1 | grep -o 'version [0-9.]*' | head -1)"
+echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $(.spark-venv/bin/python -c "import pyspark; print(pyspark.__version__)")"
