@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
 
-.PHONY: setup demo test unit-test job-test integration-test lint clean
+.PHONY: setup demo test unit-test job-test integration-test lint clean bench
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,10 @@ job-test: setup
 
 integration-test: setup
 	$(ENV) pytest -q -m integration tests/integration tests/servers
+
+## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth; writes benchmarks/RESULTS.md.
+bench: setup
+	$(ENV) python -m benchmarks.run
 
 lint: setup
 	$(ENV) ruff check airflow_iceberg dags tests scripts

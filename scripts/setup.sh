@@ -40,12 +40,12 @@ fi
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \
-   || [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+   || [ ! -x /usr/lib/postgresql/15/bin/initdb ] || ! command -v docker-compose >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
     echo "==> installing JDBC drivers and PostgreSQL from apt"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      libpostgresql-jdbc-java libxerial-sqlite-jdbc-java postgresql >/dev/null
+      libpostgresql-jdbc-java libxerial-sqlite-jdbc-java postgresql docker-compose >/dev/null
   else
     echo "warning: JDBC drivers or PostgreSQL missing; run as root or install libpostgresql-jdbc-java," \
          "libxerial-sqlite-jdbc-java and postgresql" >&2

@@ -1,0 +1,55 @@
+"""What a comparison reports: rows for the summary table, plus notes that explain the numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PASS, MISS, INFO, FAIL = "PASS", "MISS", "info", "FAIL"
+
+
+@dataclass
+class Row:
+    """One line of the summary table: medians of both sides, their ratio and the verdict."""
+
+    measure: str
+    a: str
+    b: str = "—"
+    ratio: str = "—"
+    target: str = "—"
+    verdict: str = INFO
+
+
+@dataclass
+class Section:
+    """One of the four comparisons."""
+
+    number: int
+    title: str
+    a_label: str
+    b_label: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: For each missed target: its cause, as measured (goes to RESULTS.md "Targets missed, and why").
+    misses: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """A broken invariant (not a missed target): the benchmark run must exit non-zero."""
+        return any(row.verdict == FAIL for row in self.rows)
+
+
+def verdict(ok: bool) -> str:
+    return PASS if ok else MISS
+
+
+def seconds(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def millis(value: float) -> str:
+    return f"{value * 1000:.1f} ms"
+
+
+def times(value: float) -> str:
+    return f"{value:.2f}x"

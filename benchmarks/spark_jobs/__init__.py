@@ -1,0 +1,1 @@
+"""PySpark scripts the benchmarks submit themselves; they run on the Spark runtime's Python."""
