@@ -31,7 +31,7 @@ bench: setup
 	$(ENV) python -m benchmarks.run
 
 lint: setup
-	$(ENV) ruff check airflow_iceberg dags tests scripts
+	$(ENV) ruff check airflow_iceberg dags tests scripts benchmarks
 
 clean:
 	rm -rf .venv .spark-venv .cache .airflow .spark-conf warehouse
