@@ -25,8 +25,13 @@ def latest_metadata(warehouse: Path, identifier: str) -> Path:
     return max(candidates, key=lambda path: int(re.match(r"v(\d+)", path.name).group(1)))
 
 
+def load_table(warehouse: Path | str, identifier: str) -> StaticTable:
+    """The table as its newest metadata file describes it: an independent, read-only view."""
+    return StaticTable.from_metadata(str(latest_metadata(Path(warehouse), identifier)))
+
+
 def main(warehouse: str, identifier: str) -> None:
-    table = StaticTable.from_metadata(str(latest_metadata(Path(warehouse), identifier)))
+    table = load_table(warehouse, identifier)
     print(f"\nTable {identifier}  ({table.metadata_location})")
     print(f"Schema: {', '.join(f'{f.name} {f.field_type}' for f in table.schema().fields)}")
     print(f"Partition spec: {table.spec()}")

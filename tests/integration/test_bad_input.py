@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyiceberg.table import StaticTable
 
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.operators import (
@@ -27,7 +26,7 @@ from airflow_iceberg.operators import (
     IcebergOverwriteOperator,
     IcebergTimeTravelReadOperator,
 )
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
 from tests.integration.in_process import execute
 from tests.integration.robustness_dags.iceberg_robustness import QUICK_START
@@ -132,7 +131,7 @@ class Lake:
     def state(self) -> dict[str, Any]:
         """Everything a failed task must leave alone, read from disk and by pyiceberg."""
         table_dir = self.table_dir(ORDERS)
-        table = StaticTable.from_metadata(str(latest_metadata(self.warehouse, ORDERS)))
+        table = load_table(self.warehouse, ORDERS)
         return {
             "tables": self.tables(),
             "metadata_version": metadata_version(table_dir),

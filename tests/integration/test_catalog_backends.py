@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import REPO, AirflowRunner, spark_connection
 from tests.integration.catalog_connections import (
     JDBC_CATALOG_IMPL,
@@ -355,7 +355,6 @@ def test_read_from_hive_write_to_hadoop_with_per_catalog_hadoop_properties(
     with umask 077 (0600), the control's with Hadoop's default umask 022 (0644).
     """
     import pyarrow as pa
-    from pyiceberg.table import StaticTable
 
     source_rows = pa.table(
         {
@@ -387,7 +386,7 @@ def test_read_from_hive_write_to_hadoop_with_per_catalog_hadoop_properties(
     )
     expected = sorted_rows(reader.load_table("xsrc.orders").scan().to_arrow(), "order_id")
     for name, warehouse in warehouses.items():
-        copy = StaticTable.from_metadata(str(latest_metadata(warehouse, "db.orders_copy")))
+        copy = load_table(warehouse, "db.orders_copy")
         assert sorted_rows(copy.scan().to_arrow(), "order_id") == expected, name
     restricted = file_modes(warehouses["restricted"] / "db" / "orders_copy")
     shared = file_modes(warehouses["shared"] / "db" / "orders_copy")

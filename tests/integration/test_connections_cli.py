@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from pyiceberg.table import StaticTable
-
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import AirflowRunner, spark_connection
 
 
@@ -35,7 +33,7 @@ def test_a_task_runs_on_a_connection_added_with_the_cli(tmp_path_factory):
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-5000:]
     assert "--conf spark.sql.catalog.cli.cache-enabled=false" in output
-    orders = StaticTable.from_metadata(str(latest_metadata(warehouse, "db.orders")))
+    orders = load_table(warehouse, "db.orders")
     assert orders.scan().to_arrow().num_rows == 100
 
 

@@ -11,14 +11,10 @@ from decimal import Decimal
 import pytest
 from pyiceberg.table import StaticTable
 
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
 
 DAG_ID = "iceberg_daily_orders"
-
-
-def load(warehouse, identifier: str) -> StaticTable:
-    return StaticTable.from_metadata(str(latest_metadata(warehouse, identifier)))
 
 
 def rows(table: StaticTable, snapshot_id: int | None = None) -> list[tuple]:
@@ -49,7 +45,7 @@ def daily_orders_run(airflow_runner, tmp_path_factory):
 
 def test_history_is_create_append_overwrite(daily_orders_run):
     warehouse, _ = daily_orders_run
-    orders = load(warehouse, "db.orders")
+    orders = load_table(warehouse, "db.orders")
     history = [
         (
             s.summary.operation.value,
@@ -69,7 +65,7 @@ def test_history_is_create_append_overwrite(daily_orders_run):
 
 def test_rows_after_each_step(daily_orders_run):
     warehouse, _ = daily_orders_run
-    orders = load(warehouse, "db.orders")
+    orders = load_table(warehouse, "db.orders")
     created, appended, corrected = (s.snapshot_id for s in orders.snapshots())
     first = orders.scan(snapshot_id=created).to_arrow()
     assert first.num_rows == 100 and set(first["order_date"].to_pylist()) == {date(2024, 1, 1)}
@@ -86,9 +82,9 @@ def test_rows_after_each_step(daily_orders_run):
 
 def test_time_travel_copy_equals_the_snapshot_it_read(daily_orders_run, airflow_runner):
     warehouse, _ = daily_orders_run
-    orders = load(warehouse, "db.orders")
+    orders = load_table(warehouse, "db.orders")
     appended = orders.snapshots()[1].snapshot_id
-    copy = load(warehouse, "db.orders_before_correction")
+    copy = load_table(warehouse, "db.orders_before_correction")
     assert rows(copy) == rows(orders, appended)
     read_result = airflow_runner.xcom(DAG_ID, "snapshot_before_correction")
     assert read_result["snapshot_id"] == appended
@@ -98,7 +94,7 @@ def test_time_travel_copy_equals_the_snapshot_it_read(daily_orders_run, airflow_
 
 def test_write_xcoms_report_the_committed_snapshots(daily_orders_run, airflow_runner):
     warehouse, _ = daily_orders_run
-    snapshots = load(warehouse, "db.orders").snapshots()
+    snapshots = load_table(warehouse, "db.orders").snapshots()
     results = [
         airflow_runner.xcom(DAG_ID, task) for task in ("create_orders", "append_day_two", "correct_day_one")
     ]
@@ -128,7 +124,7 @@ def test_client_deploy_mode_returns_the_same_result(airflow_runner, tmp_path):
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-5000:]
     assert "--deploy-mode client" in output
-    snapshot = load(tmp_path, "db.orders").current_snapshot()
+    snapshot = load_table(tmp_path, "db.orders").current_snapshot()
     assert (
         f"Committed snapshot {snapshot.snapshot_id} to demo.db.orders (overwrite): 100 records added"
         in output

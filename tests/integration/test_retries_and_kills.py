@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pytest
 from pyiceberg.table import StaticTable
 
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
 from tests.integration.robustness_dags.iceberg_robustness import BIG_APPEND_ROWS
 from tests.integration.task_processes import (
@@ -49,10 +49,6 @@ from tests.integration.task_processes import (
 )
 
 COMMIT_ID = "airflow-iceberg.commit-id"
-
-
-def load(warehouse: Path, identifier: str) -> StaticTable:
-    return StaticTable.from_metadata(str(latest_metadata(warehouse, identifier)))
 
 
 def referenced_files(table: StaticTable) -> set[Path]:
@@ -85,7 +81,7 @@ def orders_lake(airflow_runner, tmp_path_factory) -> dict[str, Any]:
     logs = tmp_path_factory.mktemp("retry-logs")
     conns = connections(warehouse)
     succeeded(*run_task_to_end(airflow_runner, logs, RETRY_DAG, "create_orders", RETRY_DATE, conns))
-    assert load(warehouse, "db.orders").scan().to_arrow().num_rows == 100
+    assert load_table(warehouse, "db.orders").scan().to_arrow().num_rows == 100
     return {"warehouse": warehouse, "logs": logs, "connections": conns}
 
 
@@ -99,7 +95,7 @@ def test_a_retry_after_a_commit_airflow_never_recorded_writes_nothing(
 ):
     warehouse, conns = orders_lake["warehouse"], orders_lake["connections"]
     table_dir = warehouse / "db" / "orders"
-    before = load(warehouse, "db.orders")
+    before = load_table(warehouse, "db.orders")
     version_before = metadata_version(table_dir)
 
     # Try 1: SIGKILL the whole task the moment its commit (a new vN.metadata.json) is on disk.
@@ -114,7 +110,7 @@ def test_a_retry_after_a_commit_airflow_never_recorded_writes_nothing(
 
     # The commit landed, exactly once ...
     version_committed = metadata_version(table_dir)
-    committed = load(warehouse, "db.orders")
+    committed = load_table(warehouse, "db.orders")
     new = [
         s for s in committed.snapshots() if s.snapshot_id not in {b.snapshot_id for b in before.snapshots()}
     ]
@@ -137,7 +133,7 @@ def test_a_retry_after_a_commit_airflow_never_recorded_writes_nothing(
         *run_task_to_end(airflow_runner, orders_lake["logs"], RETRY_DAG, task_id, RETRY_DATE, conns)
     )
 
-    after = load(warehouse, "db.orders")
+    after = load_table(warehouse, "db.orders")
     assert [s.snapshot_id for s in after.snapshots()] == [s.snapshot_id for s in committed.snapshots()]
     assert metadata_version(table_dir) == version_committed  # not even new metadata
     assert after.scan().to_arrow().num_rows == rows_after
@@ -235,7 +231,7 @@ def _interrupt(airflow_runner, logs, conns, story: KillStory, name: str) -> Kill
         left = [" ".join(p.cmdline())[:200] for p in processes_in_group(task.pid)]
         left += [" ".join(p.cmdline())[:200] for p in processes_matching(str(story.warehouse))]
         output = task.output()
-    table = load(story.warehouse, "db.events")
+    table = load_table(story.warehouse, "db.events")
     arrow = table.scan().to_arrow()
     leftovers = data_files(story.table_dir) - files_before
     return Kill(
@@ -265,7 +261,7 @@ def kill_story(airflow_runner, tmp_path_factory) -> KillStory:
     trigger_dag_run(airflow_runner, KILL_DAG, KILL_RUN, "2024-01-02")
 
     table_dir = warehouse / "db" / "events"
-    created = load(warehouse, "db.events")
+    created = load_table(warehouse, "db.events")
     story = KillStory(
         warehouse=warehouse,
         table_dir=table_dir,
@@ -288,7 +284,7 @@ def kill_story(airflow_runner, tmp_path_factory) -> KillStory:
     )
     story.removal = xcoms(airflow_runner, KILL_DAG, "remove_orphans")[-1]
     story.files_after_removal = data_files(table_dir)
-    story.referenced_before_retry = referenced_files(load(warehouse, "db.events"))
+    story.referenced_before_retry = referenced_files(load_table(warehouse, "db.events"))
 
     story.retry_output = succeeded(
         *run_task_to_end(airflow_runner, logs, KILL_DAG, "big_append", KILL_RUN, conns)
@@ -348,7 +344,7 @@ def test_orphan_files_are_reported_by_a_dry_run_then_removed(kill_story):
 
 
 def test_the_next_try_commits_exactly_once(kill_story):
-    table = load(kill_story.warehouse, "db.events")
+    table = load_table(kill_story.warehouse, "db.events")
     snapshots = table.snapshots()
     assert [s.snapshot_id for s in snapshots[:-1]] == kill_story.snapshots_before
     retry = snapshots[-1]

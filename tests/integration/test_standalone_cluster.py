@@ -17,9 +17,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pyiceberg.table import StaticTable
 
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection
 from tests.integration.spark_cluster import StandaloneCluster, standalone_cluster
 
@@ -104,12 +103,12 @@ def test_executors_ran_on_both_workers(cluster_run):
 
 def test_table_history_and_rows_match_local_runs(cluster_run):
     _, warehouse, _ = cluster_run
-    orders = StaticTable.from_metadata(str(latest_metadata(warehouse, "db.orders")))
+    orders = load_table(warehouse, "db.orders")
     history = [(s.summary.operation.value, s.summary.get("total-records")) for s in orders.snapshots()]
     assert history == [("overwrite", "100"), ("append", "180"), ("overwrite", "170")]
     assert orders.scan().to_arrow().num_rows == 170
     appended = orders.snapshots()[1].snapshot_id
-    copy = StaticTable.from_metadata(str(latest_metadata(warehouse, "db.orders_before_correction")))
+    copy = load_table(warehouse, "db.orders_before_correction")
     key = [("order_date", "ascending"), ("order_id", "ascending")]
     assert (
         copy.scan().to_arrow().sort_by(key).to_pylist()

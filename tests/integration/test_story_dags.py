@@ -5,14 +5,9 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-from pyiceberg.table import StaticTable
 
-from scripts.show_table import latest_metadata
+from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
-
-
-def load(warehouse, identifier: str) -> StaticTable:
-    return StaticTable.from_metadata(str(latest_metadata(warehouse, identifier)))
 
 
 @pytest.fixture
@@ -37,7 +32,7 @@ def run_dag(airflow_runner, tmp_path):
 
 def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_dag, airflow_runner):
     warehouse = run_dag("iceberg_emr_quickstart")
-    sample = load(warehouse, "iceberg_db.sample")
+    sample = load_table(warehouse, "iceberg_db.sample")
     first, second = sample.snapshots()
     assert sorted(sample.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": i, "data": d} for i, d in zip(range(1, 7), "abcdef", strict=True)
@@ -53,7 +48,7 @@ def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_da
 
 def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
     warehouse = run_dag("iceberg_prophecy_target")
-    employees = load(warehouse, "prophecy_doc_demo.employees_test")
+    employees = load_table(warehouse, "prophecy_doc_demo.employees_test")
     assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
     assert [(str(f.transform), f.name) for f in employees.spec().fields] == [("identity", "Department")]
     assert employees.metadata.properties["write.spark.accept-any-schema"] == "true"
@@ -76,14 +71,14 @@ def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
 
 def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_dag, airflow_runner):
     warehouse = run_dag("iceberg_daily_diff")
-    orders = load(warehouse, "diff_demo.orders")
+    orders = load_table(warehouse, "diff_demo.orders")
     yesterday, today = orders.snapshots()
     assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
     after = airflow_runner.xcom("iceberg_daily_diff", "after")
     assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
     diff = {
         (r["change"], r["id"], r["amount"], r["day"])
-        for r in load(warehouse, "diff_demo.daily_diff").scan().to_arrow().to_pylist()
+        for r in load_table(warehouse, "diff_demo.daily_diff").scan().to_arrow().to_pylist()
     }
     day_one, day_two = date(2024, 1, 1), date(2024, 1, 2)
     assert diff == {
@@ -101,16 +96,16 @@ def test_incremental_feed_copies_only_new_rows_and_the_stream_resumes(
 ):
     checkpoints = tmp_path_factory.mktemp("checkpoints")
     warehouse = run_dag("iceberg_incremental_feed", "--conf", f'{{"checkpoints": "{checkpoints}"}}')
-    events = load(warehouse, "feed.events")
+    events = load_table(warehouse, "feed.events")
     created, _batch_one, two, _batch_three = events.snapshots()
-    new_events = load(warehouse, "feed.new_events").scan().to_arrow()
+    new_events = load_table(warehouse, "feed.new_events").scan().to_arrow()
     assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
     incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
     assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
         created.snapshot_id,
         two.snapshot_id,
     )
-    mirror = load(warehouse, "feed.events_mirror")
+    mirror = load_table(warehouse, "feed.events_mirror")
     assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
     first_run, second_run = (s.summary for s in mirror.snapshots())
     assert (first_run["added-records"], second_run["added-records"]) == ("10", "5")
