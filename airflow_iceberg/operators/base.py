@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, merge_csv
+from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, combined_settings, merge_csv
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, JOB_SPEC_PATH
@@ -92,10 +92,8 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         return [IcebergCatalogHook(iceberg_conn_id=conn_id) for conn_id in conn_ids]
 
     def catalog_settings(self) -> SparkSettings:
-        settings = SparkSettings()
-        for hook in self.catalog_hooks:
-            settings = settings.merged(hook.spark_settings())
-        return settings
+        """Spark settings for every catalog this task loads, refusing settings they would fight over."""
+        return combined_settings(hook.catalog_config for hook in self.catalog_hooks)
 
     def qualify(self, identifier: str, catalog_names: Sequence[str]) -> str:
         """Prefix the default catalog unless the identifier already starts with a configured one."""
