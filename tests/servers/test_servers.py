@@ -168,7 +168,10 @@ HOLDER = textwrap.dedent(
     sys.stdin.readline()  # the test checks the child is alive, then lets us go on
     if sys.argv[3] == "exit":
         sys.exit(0)
-    time.sleep(300)
+    # Short slices, not one sleep(300): CPython runs a Python signal handler only between
+    # bytecodes, so a SIGTERM landing just before the sleep syscall would wait out the whole sleep.
+    for _ in range(3000):
+        time.sleep(0.1)
     """
 )
 
@@ -218,7 +221,8 @@ from {package}.postgres import PostgresServer
 def test_hangs(tmp_path):
     with PostgresServer(tmp_path / "pg") as pg:
         Path(os.environ["SERVER_MARKER"]).write_text(f"{{pg.process.pid}} {{pg.data_dir}}")
-        time.sleep(300)
+        for _ in range(3000):  # short slices, so a signal sent right now is never held back
+            time.sleep(0.1)
 """
 
 
