@@ -35,11 +35,13 @@ class SubmitRecord:
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    #: ``--py-files`` path -> the shim's copy (the operator's temporary folder is gone by replay time).
+    files: dict[str, str]
 
     @classmethod
     def load(cls, path: Path) -> SubmitRecord:
         data = json.loads(path.read_text())
-        return cls(argv=data["argv"], env=data["env"], cwd=data["cwd"])
+        return cls(argv=data["argv"], env=data["env"], cwd=data["cwd"], files=data.get("files", {}))
 
     @property
     def result_file(self) -> Path:
@@ -56,10 +58,13 @@ class SubmitRecord:
     def replay(self) -> float:
         """Run the recorded spark-submit once; returns its wall time. Fails unless the job wrote.
 
-        Output is read through a pipe, as SparkSubmitHook reads it, and the result file's folder
-        is recreated so that the result file path stays the recorded one.
+        Output is read through a pipe, as SparkSubmitHook reads it, and the operator's temporary
+        folder is recreated (with the job archive) so that every recorded path stays valid.
         """
         self.result_file.parent.mkdir(parents=True, exist_ok=True)
+        for original, kept in self.files.items():
+            Path(original).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(kept, original)
         try:
             started = time.perf_counter()
             completed = subprocess.run(

@@ -4,8 +4,8 @@ The operators build a :class:`WriteSpec` or :class:`ReadSpec`, turn it into spar
 arguments with ``to_argv()``, and the job parses them back with :func:`parse_argv`. Keeping both
 directions in one module means the argv format cannot drift between the two sides.
 
-This module is shipped to the cluster next to ``iceberg_job.py`` (``--py-files``), so it imports
-only the standard library: no Airflow, no pyspark.
+The operators import it while Airflow parses DAGs, and it ships to the Spark driver in the job
+archive, so it imports only the standard library: no Airflow, no pyspark.
 
 Every identifier, transform and option key is validated here, before Spark starts, so that a
 typo or an injection attempt fails fast with a message that names the field.

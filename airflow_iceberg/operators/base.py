@@ -23,7 +23,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, combined_settings, merge_csv
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
-from airflow_iceberg.jobs import ICEBERG_JOB_PATH, JOB_SPEC_PATH
+from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest, JobSpec
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
             )
-            self._configure_submit(settings, request)
+            self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
             with _exported_environment({SECRET_CONF_ENV: json.dumps(settings.secret_conf)}):
                 try:
                     super().execute(context)
@@ -147,12 +147,13 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))
 
-    def _configure_submit(self, settings: SparkSettings, request: JobRequest) -> None:
+    def _configure_submit(self, settings: SparkSettings, request: JobRequest, job_archive: str) -> None:
         """Point SparkSubmitOperator at our job, with the catalog settings merged into the user's.
 
         The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
         which is merged so that other extensions (Delta, Sedona ...) keep working. The table's
         catalog becomes ``spark.sql.defaultCatalog``, so queries can name tables as ``db.table``.
+        ``job_archive`` (the job package as a zip) joins the user's ``py_files``.
         """
         user_conf = dict(self.conf or {})
         # Unqualified names in source queries resolve in the table's own catalog.
@@ -161,7 +162,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         self.conf = conf
         self.jars = merge_csv(self.jars, *settings.jars) or None
         self.packages = merge_csv(self.packages, *settings.packages) or None
-        self.py_files = merge_csv(self.py_files, str(JOB_SPEC_PATH))
+        self.py_files = merge_csv(self.py_files, job_archive)
         self.application = str(ICEBERG_JOB_PATH)
         self.application_args = request.to_argv()
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import read_table, run, write_table
-from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
+from airflow_iceberg.jobs.iceberg_job import run
+from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec, parse_argv
+from airflow_iceberg.jobs.maintenance import remove_orphan_files
+from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
@@ -66,12 +72,6 @@ def test_reuse_commit_travels_through_argv(spark, lake, table):
 
 
 def test_files_of_a_write_that_never_committed_are_found_and_removed(spark, lake, table):
-    import time
-    from pathlib import Path
-
-    from airflow_iceberg.jobs.iceberg_job import remove_orphan_files
-    from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
-
     write_table(spark, write_spec(table, "create", ROWS))
     state = lake.state(table)
     data_dir = lake._metadata_dir(table).parent / "data"

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import SchemaMismatchError, write_table
 from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.table_state import SchemaMismatchError
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import write_spec
 
 # Two years, three months, three days, four hours; names with two 2-letter prefixes.

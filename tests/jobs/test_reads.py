@@ -11,16 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import (
+from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY, InvalidSpecError, ReadSpec
+from airflow_iceberg.jobs.reads import read_frame, read_table, resolve_snapshot
+from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    read_frame,
-    read_table,
-    resolve_snapshot,
-    write_table,
 )
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY, InvalidSpecError, ReadSpec
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import CATALOG, NAMESPACE, read_spec, values_query, write_spec
 
 

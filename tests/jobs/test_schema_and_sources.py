@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import SchemaMismatchError, TableNotFoundError, write_table
 from airflow_iceberg.jobs.job_spec import Source
+from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableNotFoundError
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import TableAlreadyExistsError, TableNotFoundError, write_table
 from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.table_state import TableAlreadyExistsError, TableNotFoundError
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b"), (3, "c")], "id, name")

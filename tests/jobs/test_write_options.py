@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs.iceberg_job import SnapshotNotFoundError, describe_error, write_table
+from airflow_iceberg.jobs.iceberg_job import describe_error
+from airflow_iceberg.jobs.table_state import SnapshotNotFoundError
+from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, part")

@@ -12,7 +12,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG
 
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
-from airflow_iceberg.jobs import ICEBERG_JOB_PATH, JOB_SPEC_PATH
+from airflow_iceberg.jobs import ICEBERG_JOB_PATH
 from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
@@ -81,7 +81,8 @@ def test_exact_spark_submit_argv_without_secrets(jdbc_catalog):
     )
     spec = op.qualify_spec(op.build_spec().validated(), ("pg",)).validated()
     settings = op.catalog_settings()
-    op._configure_submit(settings, JobRequest(spec=spec, result_file="/tmp/r.json", commit_id="c1"))
+    request = JobRequest(spec=spec, result_file="/tmp/r.json", commit_id="c1")
+    op._configure_submit(settings, request, job_archive="/tmp/airflow-iceberg-x/airflow_iceberg_jobs.zip")
     command = op._get_hook()._build_spark_submit_command(op.application)
     assert command == [
         "spark-submit",
@@ -106,7 +107,7 @@ def test_exact_spark_submit_argv_without_secrets(jdbc_catalog):
         "--conf",
         "spark.sql.defaultCatalog=pg",
         "--py-files",
-        str(JOB_SPEC_PATH),
+        "/tmp/airflow-iceberg-x/airflow_iceberg_jobs.zip",
         "--jars",
         "/jars/iceberg.jar,/usr/share/java/postgresql.jar",
         "--executor-memory",

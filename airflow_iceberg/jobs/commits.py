@@ -1,0 +1,111 @@
+"""What each commit carries, and how a retry finds the commit its earlier try already made.
+
+Every commit is stamped, in its snapshot summary, with the user's ``snapshot-property.*`` values,
+the Airflow task's identity and a commit id. That stamp is what makes retries exactly-once
+(:func:`earlier_commit`) and what ties a snapshot back to the task run that made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.java_gateway import ensure_callback_server_started
+
+from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
+from airflow_iceberg.jobs.table_state import current_snapshot_id, find_commit, snapshot_summary, table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def snapshot_properties_for(
+    spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
+) -> dict[str, str]:
+    """The snapshot-summary entries of a write: the user's ``snapshot-property.*``, Airflow's tags, the id."""
+    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    properties = {
+        key[len(prefix) :]: value
+        for key, value in spec.write_options.items()
+        if key.lower().startswith(prefix)
+    }
+    properties.update(commit_properties)
+    if commit_id:
+        properties[job_spec.COMMIT_ID_PROPERTY] = commit_id
+    return properties
+
+
+def write_options_for(
+    spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
+) -> dict[str, str]:
+    """The DataFrameWriterV2 options: the user's, merge-schema, and the snapshot-summary tags."""
+    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    options = {key: value for key, value in spec.write_options.items() if not key.lower().startswith(prefix)}
+    if spec.merge_schema:
+        options["merge-schema"] = "true"
+    for key, value in snapshot_properties_for(spec, commit_id, commit_properties).items():
+        options[f"{prefix}{key}"] = value
+    return options
+
+
+def sink_write_options(commit_id: str | None, commit_properties: Mapping[str, str] | None) -> dict[str, str]:
+    sink = job_spec.WriteSpec(table="sink.t", mode="append", source=job_spec.Source(query="SELECT 1"))
+    return write_options_for(sink, commit_id, commit_properties or {})
+
+
+def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> dict[str, Any] | None:
+    """The snapshot an earlier try of the same task committed to ``table``, if there is one.
+
+    This is what makes retries exactly-once: a try that committed and then died (killed worker,
+    lost heartbeat) left its commit id in the snapshot summary, so the retry finds it and
+    reports that commit instead of writing the rows a second time.
+    """
+    if not commit_id or not table_exists(spark, table):
+        return None
+    earlier = find_commit(spark, table, commit_id)
+    if earlier is not None:
+        print(
+            f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
+            f"earlier try ({job_spec.COMMIT_ID_PROPERTY}={commit_id}); not writing again",
+            flush=True,
+        )
+    return earlier
+
+
+def with_commit_properties(
+    spark: SparkSession, properties: Mapping[str, str], action: Callable[[], object]
+) -> None:
+    """Run ``action`` (SQL) with Iceberg snapshot-summary properties, as write options do for the writer API.
+
+    Iceberg's documented way for SQL is ``CommitMetadata.withCommitProperties``: it keeps the
+    properties in a JVM thread-local while the callable runs. PySpark pins each Python thread to
+    one JVM thread, and py4j runs the callback's own JVM calls on that same thread, so the
+    commit made by ``action`` sees them.
+    """
+    if not properties:
+        action()
+        return
+    context = spark.sparkContext
+    ensure_callback_server_started(context._gateway)
+    java_properties = context._jvm.java.util.HashMap()
+    for key, value in properties.items():
+        java_properties.put(key, value)
+    callable_ = JavaCallable(action)
+    runtime_exception = context._jvm.java.lang.RuntimeException._java_lang_class
+    try:
+        context._jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            java_properties, callable_, runtime_exception
+        )
+    except Exception:
+        if callable_.error is not None:
+            raise callable_.error from None
+        raise
+
+
+def result_of_write(spark: SparkSession, table: str, mode: str, commit_id: str | None) -> dict[str, Any]:
+    found = find_commit(spark, table, commit_id) if commit_id else None
+    if found is None:
+        snapshot_id = current_snapshot_id(spark, table)
+        found = snapshot_summary(spark, table, snapshot_id) if snapshot_id is not None else {}
+    return {"table": table, "mode": mode, **found}

@@ -1,0 +1,241 @@
+"""Writes: one DataFrameWriterV2 call (or an atomic CTAS) per job, checked before it starts.
+
+Everything that can be checked (table state, partition columns, the source against the table's
+schema, ``validate-from-snapshot-id``) is checked before any data file is written, so a failed
+write leaves the table and the catalog as they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.commits import (
+    earlier_commit,
+    result_of_write,
+    snapshot_properties_for,
+    with_commit_properties,
+    write_options_for,
+)
+from airflow_iceberg.jobs.table_state import (
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    check_table_state,
+    current_snapshot_id,
+    ensure_namespace,
+    require_table,
+    snapshot_exists,
+    table_properties,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Table property without which Iceberg refuses a writer whose schema differs from the table's.
+#: Table property without which Iceberg refuses a writer whose schema differs from the table's.
+ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
+
+
+def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
+    """Return the DataFrame a write takes its rows from."""
+    if source.query is not None:
+        return spark.sql(job_spec.validate_query(source.query))
+    if source.table is not None:
+        require_table(spark, source.table, "source table")
+        return spark.table(source.table)
+    return spark.read.format(str(source.format)).options(**source.options).load(source.path)
+
+
+def transform_column(expression: str) -> Column:
+    """Turn ``days(ts)``, ``bucket(16, id)`` and friends into the Column DataFrameWriterV2 takes."""
+    transform, column, argument = job_spec.parse_transform(expression)
+    if transform == "identity":
+        return F.col(column)
+    if transform == "bucket":
+        return F.bucket(int(argument or 0), F.col(column))
+    return getattr(F, transform)(F.col(column))
+
+
+def _transform_sql(expression: str) -> str:
+    transform, column, argument = job_spec.parse_transform(expression)
+    if transform == "identity":
+        return column
+    return f"{transform}({argument}, {column})" if argument is not None else f"{transform}({column})"
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def table_properties_for(spec: job_spec.WriteSpec) -> dict[str, str]:
+    properties = dict(spec.table_properties)
+    if spec.merge_schema:
+        # Iceberg only accepts a wider schema from a writer when the table allows it.
+        properties.setdefault(ACCEPT_ANY_SCHEMA, "true")
+    return properties
+
+
+def check_partition_columns(spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+    """Name the bad partition_by entry, instead of Spark's "Couldn't find column" with a schema dump."""
+    known = {column.lower() for column in columns}
+    for expression in spec.partition_by:
+        column = job_spec.parse_transform(expression)[1]
+        if column.lower() not in known:
+            raise SchemaMismatchError(
+                f"partition_by {expression!r} uses column {column!r}, which is not in the source "
+                f"(columns: {', '.join(columns)})"
+            )
+
+
+def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+    """Compare the source's columns with the existing table's before writing.
+
+    Without merge_schema, extra or missing columns are an error that names them (Spark's own
+    message does not). With merge_schema, Iceberg needs ``write.spark.accept-any-schema=true``
+    on the table; without it Spark would fail with an arity error that hides the reason.
+    """
+    if spec.merge_schema:
+        if table_properties(spark, spec.table).get(ACCEPT_ANY_SCHEMA, "").lower() != "true":
+            raise SchemaMismatchError(
+                f"merge_schema needs table property {ACCEPT_ANY_SCHEMA}=true on {spec.table}: create the "
+                f"table with merge_schema=True, or run ALTER TABLE {spec.table} SET TBLPROPERTIES "
+                f"('{ACCEPT_ANY_SCHEMA}'='true')"
+            )
+        return
+    table_columns = spark.table(spec.table).columns
+    in_table = {column.lower() for column in table_columns}
+    in_source = {column.lower() for column in columns}
+    extra = [column for column in columns if column.lower() not in in_table]
+    missing = [column for column in table_columns if column.lower() not in in_source]
+    if extra:
+        raise SchemaMismatchError(
+            f"source columns {', '.join(extra)} are not in table {spec.table} "
+            f"(columns: {', '.join(table_columns)}); set merge_schema=True to add them to the table"
+        )
+    if missing:
+        raise SchemaMismatchError(
+            f"the source has no column {', '.join(missing)} of table {spec.table}; "
+            "select it (NULL if unknown) or set merge_schema=True"
+        )
+
+
+def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
+    """An unknown validate-from-snapshot-id would fail at commit time, after all the data is written."""
+    value = job_spec.option_value(spec.write_options, "validate-from-snapshot-id")
+    if value is not None and not snapshot_exists(spark, spec.table, int(value)):
+        raise SnapshotNotFoundError(
+            f"validate-from-snapshot-id {value} is not a snapshot of table {spec.table}"
+        )
+
+
+def with_default_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> job_spec.WriteSpec:
+    """Pin ``validate-from-snapshot-id`` to the current snapshot when only ``isolation-level`` is set.
+
+    Without it Iceberg validates an overwrite against the table's whole history, so the files the
+    overwritten rows already had count as conflicts and the write always fails. Pinned to the
+    snapshot current before the source is read, it means: fail if a conflicting commit landed
+    while this job ran.
+    """
+    options = spec.write_options
+    if (
+        spec.mode not in ("overwrite", "overwrite_partitions")
+        or job_spec.option_value(options, "isolation-level") is None
+        or job_spec.option_value(options, "validate-from-snapshot-id") is not None
+    ):
+        return spec
+    current = current_snapshot_id(spark, spec.table)
+    if current is None:
+        return spec
+    return dataclasses.replace(spec, write_options={**options, "validate-from-snapshot-id": str(current)})
+
+
+def write_table(
+    spark: SparkSession,
+    spec: job_spec.WriteSpec,
+    commit_id: str | None = None,
+    commit_properties: Mapping[str, str] | None = None,
+    reuse_commit: bool = False,
+) -> dict[str, Any]:
+    """Run one DataFrameWriterV2 call and describe the snapshot it committed.
+
+    Everything that can be checked is checked before the write, so a failure leaves the table
+    (and the catalog) as it was. With ``reuse_commit``, a commit an earlier try already made is
+    returned instead (see :func:`earlier_commit`).
+    """
+    earlier = earlier_commit(spark, spec.table, commit_id) if reuse_commit else None
+    if earlier is not None:
+        return {"table": spec.table, "mode": spec.mode, **earlier, "reused_earlier_commit": True}
+    check_table_state(spark, spec.table, spec.mode)
+    spec = with_default_validate_from(spark, spec)  # before the source is read
+    df = load_source(spark, spec.source)
+    if spec.mode in job_spec.CREATE_MODES:
+        check_partition_columns(spec, df.columns)
+        ensure_namespace(spark, spec.table)  # only now: a failed check must not leave a namespace behind
+    else:
+        check_source_fits_table(spark, spec, df.columns)
+        check_validate_from(spark, spec)
+    if spec.created_with_sql:
+        properties = snapshot_properties_for(spec, commit_id, commit_properties or {})
+        with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
+    else:
+        _write_frame(df, spec, write_options_for(spec, commit_id, commit_properties or {}))
+    return result_of_write(spark, spec.table, spec.mode, commit_id)
+
+
+def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
+    writer = df.writeTo(spec.table).options(**options)
+    if spec.mode in job_spec.CREATE_MODES:
+        writer = writer.using("iceberg")
+        for key, value in table_properties_for(spec).items():
+            writer = writer.tableProperty(key, value)
+        if spec.partition_by:
+            writer = writer.partitionedBy(*[transform_column(e) for e in spec.partition_by])
+    if spec.mode == "overwrite":
+        writer.overwrite(F.expr(str(spec.condition)))
+    else:
+        getattr(writer, WRITER_METHOD[spec.mode])()
+
+
+WRITER_METHOD = {
+    "create": "create",
+    "replace": "replace",
+    "create_or_replace": "createOrReplace",
+    "append": "append",
+    "overwrite_partitions": "overwritePartitions",
+}
+
+
+def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFrame) -> None:
+    """Create through SQL CTAS: DataFrameWriterV2.partitionedBy cannot express ``truncate(W, col)``.
+
+    CTAS on an Iceberg SparkCatalog is atomic (a staged table), like the DataFrameWriterV2 path.
+    It takes no write options, so its snapshot properties come from :func:`with_commit_properties`.
+    """
+    view = f"airflow_iceberg_source_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    sql = f"{_CTAS_VERB[spec.mode]} {spec.table} USING iceberg"
+    if spec.partition_by:
+        sql += " PARTITIONED BY (" + ", ".join(_transform_sql(e) for e in spec.partition_by) + ")"
+    properties = table_properties_for(spec)
+    if properties:
+        sql += (
+            " TBLPROPERTIES ("
+            + ", ".join(f"{_sql_string(k)}={_sql_string(v)}" for k, v in properties.items())
+            + ")"
+        )
+    try:
+        spark.sql(f"{sql} AS SELECT * FROM {view}")
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+_CTAS_VERB = {
+    "create": "CREATE TABLE",
+    "replace": "REPLACE TABLE",
+    "create_or_replace": "CREATE OR REPLACE TABLE",
+}
