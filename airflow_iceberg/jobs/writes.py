@@ -201,6 +201,7 @@ def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, 
         getattr(writer, WRITER_METHOD[spec.mode])()
 
 
+#: The DataFrameWriterV2 method of each mode (``overwrite`` takes a condition, so it is called apart).
 WRITER_METHOD = {
     "create": "create",
     "replace": "replace",
