@@ -21,37 +21,36 @@ if TYPE_CHECKING:
 
 
 def snapshot_properties_for(
-    spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
+    write_options: Mapping[str, str], commit_id: str | None, commit_properties: Mapping[str, str] | None
 ) -> dict[str, str]:
     """The snapshot-summary entries of a write: the user's ``snapshot-property.*``, Airflow's tags, the id."""
     prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
     properties = {
-        key[len(prefix) :]: value
-        for key, value in spec.write_options.items()
-        if key.lower().startswith(prefix)
+        key[len(prefix) :]: value for key, value in write_options.items() if key.lower().startswith(prefix)
     }
-    properties.update(commit_properties)
+    properties.update(commit_properties or {})
     if commit_id:
         properties[job_spec.COMMIT_ID_PROPERTY] = commit_id
     return properties
 
 
 def write_options_for(
-    spec: job_spec.WriteSpec, commit_id: str | None, commit_properties: Mapping[str, str]
+    write_options: Mapping[str, str],
+    commit_id: str | None,
+    commit_properties: Mapping[str, str] | None,
+    merge_schema: bool = False,
 ) -> dict[str, str]:
-    """The DataFrameWriterV2 options: the user's, merge-schema, and the snapshot-summary tags."""
+    """The DataFrameWriterV2 options: the user's, merge-schema, and the snapshot-summary tags.
+
+    A read's or stream's sink write passes no options of its own and gets only the tags.
+    """
     prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
-    options = {key: value for key, value in spec.write_options.items() if not key.lower().startswith(prefix)}
-    if spec.merge_schema:
+    options = {key: value for key, value in write_options.items() if not key.lower().startswith(prefix)}
+    if merge_schema:
         options["merge-schema"] = "true"
-    for key, value in snapshot_properties_for(spec, commit_id, commit_properties).items():
+    for key, value in snapshot_properties_for(write_options, commit_id, commit_properties).items():
         options[f"{prefix}{key}"] = value
     return options
-
-
-def sink_write_options(commit_id: str | None, commit_properties: Mapping[str, str] | None) -> dict[str, str]:
-    sink = job_spec.WriteSpec(table="sink.t", mode="append", source=job_spec.Source(query="SELECT 1"))
-    return write_options_for(sink, commit_id, commit_properties or {})
 
 
 def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> dict[str, Any] | None:

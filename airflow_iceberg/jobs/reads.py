@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
-from airflow_iceberg.jobs.commits import earlier_commit, result_of_write, sink_write_options
+from airflow_iceberg.jobs.commits import earlier_commit, result_of_write, write_options_for
 from airflow_iceberg.jobs.scan import project, reader_options
 from airflow_iceberg.jobs.streams import stream_table
 from airflow_iceberg.jobs.table_state import (
@@ -163,7 +163,7 @@ def read_table(
     elif spec.sink_table:
         if spec.sink_mode in job_spec.CREATE_MODES:
             ensure_namespace(spark, spec.sink_table)
-        writer = df.writeTo(spec.sink_table).options(**sink_write_options(commit_id, commit_properties))
+        writer = df.writeTo(spec.sink_table).options(**write_options_for({}, commit_id, commit_properties))
         getattr(writer, WRITER_METHOD[spec.sink_mode])()
         result["sink"] = result_of_write(spark, spec.sink_table, spec.sink_mode, commit_id)
     elif spec.sink_path:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import job_spec
-from airflow_iceberg.jobs.commits import sink_write_options
+from airflow_iceberg.jobs.commits import write_options_for
 from airflow_iceberg.jobs.scan import project, reader_options
 from airflow_iceberg.jobs.table_state import (
     current_snapshot_id,
@@ -48,7 +48,7 @@ def stream_table(
         ensure_namespace(spark, spec.sink_table)
         exists = table_exists(spark, spec.sink_table)
         sink_before = current_snapshot_id(spark, spec.sink_table) if exists else None
-        options = sink_write_options(commit_id, commit_properties)
+        options = write_options_for({}, commit_id, commit_properties)
         query = writer.format("iceberg").outputMode("append").options(**options).toTable(spec.sink_table)
     else:
         query = writer.format(spec.sink_format).option("path", str(spec.sink_path)).start()

@@ -180,10 +180,11 @@ def write_table(
         check_source_fits_table(spark, spec, df.columns)
         check_validate_from(spark, spec)
     if spec.created_with_sql:
-        properties = snapshot_properties_for(spec, commit_id, commit_properties or {})
+        properties = snapshot_properties_for(spec.write_options, commit_id, commit_properties)
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
-        _write_frame(df, spec, write_options_for(spec, commit_id, commit_properties or {}))
+        options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
+        _write_frame(df, spec, options)
     return result_of_write(spark, spec.table, spec.mode, commit_id)
 
 
