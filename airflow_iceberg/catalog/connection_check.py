@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from airflow_iceberg.catalog.config import CatalogConfig
+from airflow_iceberg.catalog.spark_settings import catalog_properties
 
 #: Seconds for each connect or call.
 TIMEOUT_SECONDS = 5.0
@@ -321,8 +322,6 @@ def _postgres_tables(options: dict[str, Any], catalog_name: str) -> str:
 
 
 def _rest_probe(config: CatalogConfig) -> Probe:
-    from airflow_iceberg.catalog.spark_settings import catalog_properties
-
     properties = {k: v for k, v in catalog_properties(config).items() if k != "type"}
     if "credential" in properties:
         auth = "with OAuth2 client credentials"
