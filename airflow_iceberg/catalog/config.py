@@ -199,9 +199,14 @@ class CatalogConfig:
         return (self.login_property or login_key, self.password_property or password_key)
 
 
+def field_error(field_name: str, message: str) -> InvalidCatalogConfigError:
+    """The error for a wrong connection field, named the way the connection form names it."""
+    return InvalidCatalogConfigError(f"Iceberg catalog connection field {field_name!r}: {message}")
+
+
 def _check(condition: object, field_name: str, message: str) -> None:
     if not condition:
-        raise InvalidCatalogConfigError(f"Iceberg catalog connection field {field_name!r}: {message}")
+        raise field_error(field_name, message)
 
 
 # --------------------------------------------------------------------------- reading a connection
@@ -289,18 +294,14 @@ def _to_bool(value: Any, name: str) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise InvalidCatalogConfigError(
-        f"Iceberg catalog connection field {name!r}: {value!r} is not true or false"
-    )
+    raise field_error(name, f"{value!r} is not true or false")
 
 
 def _to_int(value: Any, name: str) -> int:
     try:
         return int(value)
     except (TypeError, ValueError) as error:
-        raise InvalidCatalogConfigError(
-            f"Iceberg catalog connection field {name!r}: {value!r} is not a whole number"
-        ) from error
+        raise field_error(name, f"{value!r} is not a whole number") from error
 
 
 def _to_str_dict(value: Any, name: str) -> dict[str, str]:

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from airflow_iceberg.catalog.config import CatalogConfig
-from airflow_iceberg.exceptions import CatalogSettingsConflictError, InvalidCatalogConfigError
+from airflow_iceberg.catalog.config import CatalogConfig, field_error
+from airflow_iceberg.exceptions import CatalogSettingsConflictError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
@@ -92,9 +92,9 @@ def catalog_properties(config: CatalogConfig) -> dict[str, str]:
     ):
         for key, value in extra.items():
             if key in properties and properties[key] != value and key != "jdbc.schema-version":
-                raise InvalidCatalogConfigError(
-                    f"Iceberg catalog connection field {source!r}: {key!r} is already set by a dedicated "
-                    "connection field; set it in one place only"
+                raise field_error(
+                    source,
+                    f"{key!r} is already set by a dedicated connection field; set it in one place only",
                 )
             properties[key] = value
     return properties
