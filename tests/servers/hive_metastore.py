@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from .ports import LOOPBACK, free_port, port_accepts
 from .process import ManagedProcess, ServerError, StartStop, run_to_completion
-from .safety_net import track, untrack
+from .safety_net import tracked_start, untrack
 
 LAUNCHER_SOURCE = Path(__file__).with_name("java") / "LoopbackMetastore.java"
 LAUNCHER_CLASS = "LoopbackMetastore"
@@ -218,14 +218,10 @@ class HiveMetastore(StartStop):
         self.process = ManagedProcess(
             "hive-metastore", argv, log_path=self.log_path, cwd=self.workdir, env=env
         ).start()
-        track(self)
-        try:
+        with tracked_start(self):
             self.process.wait_until(
                 self._ready, timeout=self.startup_timeout, what=f"thrift get_all_databases on {self.uri}"
             )
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def stop(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from .ports import LOOPBACK, free_port, port_accepts
 from .process import ManagedProcess, ServerError, StartStop, run_to_completion
-from .safety_net import track, untrack
+from .safety_net import tracked_start, untrack
 
 SERVER_USER = "postgres"
 _DATA_DIR_PREFIX = "airflow-iceberg-pg-"  # followed by the owning test process's pid
@@ -173,8 +173,7 @@ class PostgresServer(StartStop):
         run_as = _server_user()
         remove_orphaned_clusters()
         self.data_dir = Path(tempfile.mkdtemp(prefix=f"{_DATA_DIR_PREFIX}{os.getpid()}-"))
-        track(self)
-        try:
+        with tracked_start(self):
             if run_as is not None:
                 entry = pwd.getpwnam(run_as)
                 os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
@@ -196,9 +195,6 @@ class PostgresServer(StartStop):
                 timeout=self.startup_timeout,
                 what=f"password login on {self.host}:{self.port}",
             )
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _initdb_argv(self, pg_bin: Path) -> list[str | Path]:

@@ -17,6 +17,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Protocol
 
@@ -38,6 +40,21 @@ def track(resource: Stoppable) -> None:
     with _LOCK:
         _LIVE.append(resource)
     _install_sigterm_handler()
+
+
+@contextmanager
+def tracked_start(resource: Stoppable) -> Iterator[None]:
+    """Track ``resource`` while it starts; if starting fails, stop it before the error goes on.
+
+    A server wraps every step after its first process exists (readiness checks, setup), so a
+    start that fails or is interrupted never leaves that process running.
+    """
+    track(resource)
+    try:
+        yield
+    except BaseException:
+        resource.stop()
+        raise
 
 
 def untrack(resource: Stoppable) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .ports import LOOPBACK, free_ports, is_port_free
 from .process import ManagedProcess, ServerError, StartStop
-from .safety_net import track, untrack
+from .safety_net import tracked_start, untrack
 
 ADMIN_GRPC_OFFSET = 10000  # SeaweedFS's fixed HTTP -> gRPC port offset
 _MAX_UNIX_SOCKET_PATH = 100  # sun_path holds 108 bytes; keep a margin
@@ -223,16 +223,12 @@ class SeaweedRestCatalog(StartStop):
         self.process = ManagedProcess(
             "weed-mini", argv, log_path=self.log_path, cwd=self.workdir, env=env
         ).start()
-        track(self)
-        try:
+        with tracked_start(self):
             self.process.wait_until(
                 lambda: self.list_namespaces() is not None,  # an empty list is a success too
                 timeout=self.startup_timeout,
                 what=f"an authenticated namespace listing of {self.warehouse}",
             )
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def stop(self) -> None:
