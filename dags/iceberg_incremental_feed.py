@@ -46,21 +46,17 @@ with DAG(
         end_snapshot_id="{{ ti.xcom_pull(task_ids='batch_two')['snapshot_id'] }}",
         sink_table="feed.new_events",
     )
-    mirror = IcebergStreamReadOperator(
-        task_id="mirror",
-        table=EVENTS,
-        stream_from_timestamp="{{ ti.xcom_pull(task_ids='batch_one')['committed_at'] }}",
-        checkpoint_location="{{ params.checkpoints }}/{{ run_id | replace(':', '_') }}/mirror",
-        sink_table="feed.events_mirror",
-    )
+    # One stream, run twice: the second run continues from the first one's checkpoint, so it
+    # appends only batch_three (stream_from_timestamp matters only on the very first run).
+    mirror_stream = {
+        "table": EVENTS,
+        "stream_from_timestamp": "{{ ti.xcom_pull(task_ids='batch_one')['committed_at'] }}",
+        "checkpoint_location": "{{ params.checkpoints }}/{{ run_id | replace(':', '_') }}/mirror",
+        "sink_table": "feed.events_mirror",
+    }
+    mirror = IcebergStreamReadOperator(task_id="mirror", **mirror_stream)
     batch_three = IcebergAppendOperator(task_id="batch_three", table=EVENTS, source_query=batch(20, 5))
-    mirror_again = IcebergStreamReadOperator(
-        task_id="mirror_again",
-        table=EVENTS,
-        stream_from_timestamp="{{ ti.xcom_pull(task_ids='batch_one')['committed_at'] }}",
-        checkpoint_location="{{ params.checkpoints }}/{{ run_id | replace(':', '_') }}/mirror",
-        sink_table="feed.events_mirror",
-    )
+    mirror_again = IcebergStreamReadOperator(task_id="mirror_again", **mirror_stream)
 
     create_events >> batch_one >> batch_two >> [new_since_create, mirror]
     mirror >> batch_three >> mirror_again
