@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.jobs.job_spec import PROPERTY_KEY_RE, SQL_NAME_RE
 
 #: Catalog types Iceberg's ``type`` property understands.
 CATALOG_TYPES = ("hadoop", "hive", "rest", "jdbc", "glue", "nessie")
@@ -24,8 +25,6 @@ DEFAULT_SPARK_VERSION = "3.5"
 DEFAULT_SCALA_VERSION = "2.12"
 CONN_TYPE = "iceberg_catalog"
 
-_CATALOG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-_PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
@@ -82,7 +81,7 @@ class CatalogConfig:
     def validate(self) -> CatalogConfig:
         """Raise :class:`InvalidCatalogConfigError` naming the first wrong field; return self."""
         _check(
-            _CATALOG_NAME_RE.match(self.catalog_name or ""),
+            SQL_NAME_RE.match(self.catalog_name or ""),
             "catalog_name",
             f"{self.catalog_name!r} must be letters, digits and underscores, "
             "starting with a letter or underscore",
@@ -124,7 +123,7 @@ class CatalogConfig:
             ("hadoop_properties", self.hadoop_properties),
         ):
             for key in properties:
-                _check(_PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
+                _check(PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
         for name in ("iceberg_version", "spark_version", "scala_version"):
             _check(
                 _VERSION_RE.match(getattr(self, name) or ""),

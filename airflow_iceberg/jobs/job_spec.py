@@ -73,8 +73,10 @@ COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
 SECRET_CONF_ENV = "AIRFLOW_ICEBERG_SECRET_CONF"
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_NAME_RE = re.compile(rf"^{_NAME}\Z")
-_OPTION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+#: A plain SQL name: every part of a table identifier, and so every catalog name, must be one.
+SQL_NAME_RE = re.compile(rf"^{_NAME}\Z")
+#: A Spark option or catalog property key.
+PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
 _TRANSFORM_RE = re.compile(
     rf"^\s*(?:(?P<unary>years|months|days|hours|identity)\s*\(\s*(?P<ucol>{_NAME})\s*\)"
     rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>[1-9][0-9]*)\s*,\s*(?P<bcol>{_NAME})\s*\)"
@@ -88,7 +90,7 @@ def validate_name(value: str, what: str) -> str:
 
     Plain names need no quoting, so nothing a user types can escape into SQL.
     """
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not SQL_NAME_RE.match(value):
         raise InvalidSpecError(
             f"{what} {value!r} is not a valid name: use letters, digits and underscores, "
             "starting with a letter or underscore"
@@ -111,7 +113,7 @@ def validate_table_identifier(identifier: str, what: str = "table") -> str:
             "for example 'db.orders' or 'my_catalog.db.orders'"
         )
     for part in parts:
-        if not _NAME_RE.match(part):
+        if not SQL_NAME_RE.match(part):
             raise InvalidSpecError(
                 f"{what} identifier {identifier!r} has an invalid part {part!r}: each dot-separated part "
                 "must be letters, digits and underscores, starting with a letter or underscore"
@@ -146,7 +148,7 @@ def validate_options(options: Mapping[str, object] | None, what: str) -> dict[st
     """
     result: dict[str, str] = {}
     for key, value in (options or {}).items():
-        if not isinstance(key, str) or not _OPTION_KEY_RE.match(key):
+        if not isinstance(key, str) or not PROPERTY_KEY_RE.match(key):
             raise InvalidSpecError(f"{what} key {key!r} is not valid: use letters, digits, '.', '-' and '_'")
         if value is None:
             raise InvalidSpecError(f"{what} {key!r} has no value")
