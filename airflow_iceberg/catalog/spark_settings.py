@@ -2,7 +2,11 @@
 
 Output is split by how each setting may travel: ``conf`` is safe to put on spark-submit's
 command line, ``secret_conf`` holds credentials and must reach the driver out of band (the
-operators pass it through the environment, see ``operators/base.py``).
+operators pass it in a file only the task's user can read, see ``operators/base.py``).
+
+A value is secret by where it comes from as well as by its name: whatever the connection's
+Password field fills is secret whatever property it fills (``password_property`` may name
+anything), and so is every property whose name looks like a credential.
 """
 
 from __future__ import annotations
@@ -126,6 +130,12 @@ def is_secret_property(key: str) -> bool:
     return bool(SECRET_PROPERTY_RE.search(key))
 
 
+def password_properties(config: CatalogConfig) -> frozenset[str]:
+    """The catalog properties the connection's Password fills: secret whatever their names."""
+    _, password_key = config.credential_properties()
+    return frozenset({password_key}) if config.password and password_key else frozenset()
+
+
 def spark_settings(config: CatalogConfig) -> SparkSettings:
     """Map one catalog's configuration to the Spark settings that load it."""
     name = config.catalog_name
@@ -136,8 +146,9 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
         "spark.redaction.regex": REDACTION_REGEX,
     }
     secret_conf: dict[str, str] = {}
+    from_password = password_properties(config)
     for key, value in catalog_properties(config).items():
-        target = secret_conf if is_secret_property(key) else conf
+        target = secret_conf if key in from_password or is_secret_property(key) else conf
         target[f"{prefix}.{key}"] = value
     if config.session_catalog and config.kind == "hive":
         # The wrapped built-in catalog must see the same metastore for the non-Iceberg tables.

@@ -29,23 +29,29 @@ from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
 
 
-def apply_secret_conf(spark: SparkSession, environ: Mapping[str, str]) -> list[str]:
-    """Set the catalog secrets passed through ``AIRFLOW_ICEBERG_SECRET_CONF`` on the session.
+def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
+    """Set the catalog secrets from the operator's private secrets file on the session.
 
-    The secrets never travel in argv (visible in ``ps`` and task logs). They are set as session
-    SQL configuration before any catalog is used: Spark creates catalogs lazily from that
-    configuration, and session settings are not shipped to executors. Returns the keys set;
-    error messages never include the values.
+    The secrets never travel in argv (visible in ``ps`` and task logs) nor in any process's
+    environment: the operator writes them to a file only its user can read, and only the file's
+    path is an argument. They are set as session SQL configuration before any catalog is used:
+    Spark creates catalogs lazily from that configuration, and session settings are not shipped
+    to executors. Returns the keys set; error messages never include the values.
     """
-    raw = environ.get(job_spec.SECRET_CONF_ENV)
-    if not raw:
+    if not path:
         return []
     try:
-        secrets = json.loads(raw)
+        with open(path, encoding="utf-8") as handle:
+            secrets = json.load(handle)
+    except FileNotFoundError:
+        raise job_spec.InvalidSpecError(
+            f"the secrets file {path} does not exist on the driver: in cluster deploy mode the driver "
+            "runs elsewhere; give it its catalog secrets by the cluster's own means"
+        ) from None
     except ValueError:
         secrets = None
     if not isinstance(secrets, dict):
-        raise job_spec.InvalidSpecError(f"{job_spec.SECRET_CONF_ENV} must be a JSON object of Spark settings")
+        raise job_spec.InvalidSpecError(f"the secrets file {path} must be a JSON object of Spark settings")
     for key, value in secrets.items():
         spark.conf.set(str(key), str(value))
     return sorted(secrets)
@@ -89,14 +95,14 @@ def _java_summary(throwable: Any) -> str:
     return text.strip().splitlines()[0]
 
 
-def run_job(spark: SparkSession, request: job_spec.JobRequest, environ: Mapping[str, str]) -> int:
+def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     """Run one request on a session the caller owns; report the result; return the exit code.
 
     Expected failures (invalid request, table in the wrong state) are reported and return 1.
     Anything else is reported too, then re-raised so spark-submit shows the full traceback.
     """
     try:
-        apply_secret_conf(spark, environ)
+        apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
     except (job_spec.InvalidSpecError, TableStateError) as error:
         message = describe_error(error)
@@ -125,13 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: parse, get a session, run, and stop the session if we started it.
 
     A session that already exists (an embedding process, a test) belongs to its creator and is
-    left running.
+    left running. The builder sets no application name: spark-submit's ``--name`` (the
+    operator's templated ``name``) is what the Spark UI, History Server and YARN must show.
     """
     request = job_spec.parse_argv(sys.argv[1:] if argv is None else argv)
     owned = SparkSession.getActiveSession() is None
-    spark = SparkSession.builder.appName(f"airflow-iceberg {request.spec.table}").getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
+    context = spark.sparkContext
+    print(f"airflow-iceberg: Spark application {context.applicationId} ({context.appName})", flush=True)
     try:
-        return run_job(spark, request, os.environ)
+        return run_job(spark, request)
     finally:
         if owned:
             spark.stop()

@@ -69,8 +69,6 @@ SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
 
 #: Snapshot-summary key that tags each commit with the id of the operator run that made it.
 COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
-#: Name of the environment variable through which catalog secrets reach the job.
-SECRET_CONF_ENV = "AIRFLOW_ICEBERG_SECRET_CONF"
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 #: A plain SQL name: every part of a table identifier, and so every catalog name, must be one.
@@ -535,11 +533,16 @@ class JobRequest:
     #: writing again. With a commit id derived from the Airflow task instance, a retry of a try
     #: that committed and then died commits nothing new.
     reuse_commit: bool = False
+    #: A JSON file of secret Spark settings (catalog credentials), readable only by the submitting
+    #: user. Only its path travels in argv; the values never do.
+    secret_conf_file: str | None = None
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
         if self.result_file:
             argv += ["--result-file", self.result_file]
+        if self.secret_conf_file:
+            argv += ["--secret-conf-file", self.secret_conf_file]
         if self.commit_id:
             argv += ["--commit-id", self.commit_id]
         if self.reuse_commit:
@@ -574,6 +577,7 @@ def _pair(text: str) -> tuple[str, str]:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iceberg_job", description="Iceberg DataFrameWriterV2 / reader job")
     parser.add_argument("--result-file")
+    parser.add_argument("--secret-conf-file")
     parser.add_argument("--commit-id")
     parser.add_argument("--reuse-commit", action="store_true")
     parser.add_argument("--commit-property", type=_pair, action="append", default=[])
@@ -662,7 +666,8 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
     if args.reuse_commit and not args.commit_id:
         raise InvalidSpecError("--reuse-commit needs --commit-id, which identifies the earlier commit")
     return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
-                      commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit)
+                      commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit,
+                      secret_conf_file=args.secret_conf_file)
 
 
 def dump_result(result: Mapping[str, object]) -> str:

@@ -13,8 +13,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,8 @@ from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
-from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest, JobSpec
+from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec
+from airflow_iceberg.operators.rendered import as_list
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -61,7 +61,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         *,
         table: str,
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        extra_iceberg_conn_ids: Sequence[str] = (),
+        extra_iceberg_conn_ids: Sequence[str] | str = (),
         name: str = DEFAULT_JOB_NAME,
         idempotent: bool = True,
         **kwargs: Any,
@@ -74,7 +74,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         super().__init__(name=name, **kwargs)
         self.table = table
         self.iceberg_conn_id = iceberg_conn_id
-        self.extra_iceberg_conn_ids = list(extra_iceberg_conn_ids)
+        self.extra_iceberg_conn_ids = extra_iceberg_conn_ids
         self.idempotent = idempotent
 
     # ------------------------------------------------------------------ what subclasses provide
@@ -88,7 +88,8 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
     @cached_property
     def catalog_hooks(self) -> list[IcebergCatalogHook]:
         """One hook per catalog connection: the table's own first, then the extra ones."""
-        conn_ids = dict.fromkeys([self.iceberg_conn_id, *self.extra_iceberg_conn_ids])
+        extra = as_list(self.extra_iceberg_conn_ids, "extra_iceberg_conn_ids")
+        conn_ids = dict.fromkeys([self.iceberg_conn_id, *extra])
         return [IcebergCatalogHook(iceberg_conn_id=conn_id) for conn_id in conn_ids]
 
     def catalog_settings(self) -> SparkSettings:
@@ -114,16 +115,16 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
                 commit_id=self._commit_id(context),
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
+                secret_conf_file=_write_private_json(workdir, "secret-conf.json", settings.secret_conf),
             )
             self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
-            with _exported_environment({SECRET_CONF_ENV: json.dumps(settings.secret_conf)}):
-                try:
-                    super().execute(context)
-                except Exception as error:
-                    failure = _read_result(result_file)
-                    if failure and failure.get("error"):
-                        raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
-                    raise
+            try:
+                super().execute(context)
+            except Exception as error:
+                failure = _read_result(result_file)
+                if failure and failure.get("error"):
+                    raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
+                raise
             result = _read_result(result_file)
         if result is None:
             raise IcebergJobError(
@@ -181,24 +182,22 @@ def _airflow_identity(context: Context) -> dict[str, str]:
     }
 
 
-@contextmanager
-def _exported_environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Export ``values`` to this process's environment while spark-submit runs, then restore it.
+def _write_private_json(workdir: str, name: str, values: Mapping[str, str]) -> str | None:
+    """Write ``values`` to a file only this user can read, in the task's private work directory.
 
-    This is how catalog secrets reach the driver without touching argv. SparkSubmitHook starts
-    spark-submit with a copy of ``os.environ`` in every mode, whereas its ``env_vars`` argument
-    becomes ``--conf spark.yarn.appMasterEnv.*`` (argv) on YARN and Kubernetes.
+    This is how catalog secrets reach the driver: only the file's path is on spark-submit's
+    command line. Not ``env_vars`` (on YARN and Kubernetes the provider turns those into
+    ``--conf spark.*Env.*`` arguments) and not this process's environment (the provider's
+    ``post_submit_commands`` shells and every other child would inherit it). The directory is
+    removed, with the file, when the task's ``execute`` ends.
     """
-    previous = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    if not values:
+        return None
+    path = os.path.join(workdir, name)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(dict(values), handle)
+    return path
 
 
 def _read_result(path: str) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_iceberg.jobs.job_spec import JobSpec, ReadSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.rendered import as_dict, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
 
@@ -23,7 +24,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
 
     :param read_options: Iceberg read options: ``split-size``, ``lookback``, ``file-open-cost``,
         ``vectorization-enabled``, ``batch-size``. (templated)
-    :param columns: Columns to keep (pushed into the scan). Default: all.
+    :param columns: Columns to keep (pushed into the scan). Default: all. (templated)
     :param filter: A Spark SQL boolean expression pushed into the scan. (templated)
     :param sink_table: Write the rows to this Iceberg table. (templated)
     :param sink_mode: How to write ``sink_table``: ``create``, ``replace``, ``create_or_replace``
@@ -39,6 +40,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
         "read_options",
+        "columns",
         "filter",
         "sink_table",
         "sink_path",
@@ -48,7 +50,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         self,
         *,
         read_options: Mapping[str, Any] | None = None,
-        columns: Sequence[str] = (),
+        columns: Sequence[str] | str = (),
         filter: str | None = None,
         sink_table: str | None = None,
         sink_mode: str = "create_or_replace",
@@ -59,8 +61,8 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.read_options = dict(read_options or {})
-        self.columns = list(columns)
+        self.read_options = read_options
+        self.columns = columns
         self.filter = filter
         self.sink_table = sink_table
         self.sink_mode = sink_mode
@@ -76,8 +78,8 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
     def build_spec(self) -> ReadSpec:
         return ReadSpec(
             table=self.table,
-            read_options=self.read_options,
-            columns=tuple(self.columns),
+            read_options=as_dict(self.read_options, "read_options"),
+            columns=tuple(as_list(self.columns, "columns")),
             filter=self.filter or None,
             sink_table=self.sink_table or None,
             sink_mode=self.sink_mode,

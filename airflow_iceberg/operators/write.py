@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.job_spec import CREATE_MODES, JobSpec, Source, WriteSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.rendered import as_dict, as_list
 
 _WRITE_TEMPLATE_FIELDS = (
     "source_query",
@@ -62,8 +63,8 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         self.source_table = source_table
         self.source_path = source_path
         self.source_format = source_format
-        self.source_options = dict(source_options or {})
-        self.write_options = dict(write_options or {})
+        self.source_options = source_options
+        self.write_options = write_options
         self.merge_schema = merge_schema
 
     def build_spec(self) -> WriteSpec:
@@ -75,9 +76,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
                 table=self.source_table,
                 path=self.source_path,
                 format=self.source_format,
-                options=self.source_options,
+                options=as_dict(self.source_options, "source_options"),
             ),
-            write_options=self.write_options,
+            write_options=as_dict(self.write_options, "write_options"),
             merge_schema=self.merge_schema,
         )
 
@@ -119,22 +120,22 @@ class IcebergCreateTableOperator(IcebergWriteOperator):
         self,
         *,
         mode: str = "create",
-        partition_by: Sequence[str] = (),
+        partition_by: Sequence[str] | str = (),
         table_properties: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.mode = mode  # type: ignore[misc]  # instance value for this class only
-        self.partition_by = list(partition_by)
-        self.table_properties = dict(table_properties or {})
+        self.partition_by = partition_by
+        self.table_properties = table_properties
 
     def build_spec(self) -> WriteSpec:
         if self.mode not in CREATE_MODES:
             raise InvalidSpecError(f"mode must be one of {', '.join(CREATE_MODES)}, got {self.mode!r}")
         return dataclasses.replace(
             super().build_spec(),
-            partition_by=tuple(self.partition_by),
-            table_properties=self.table_properties,
+            partition_by=tuple(as_list(self.partition_by, "partition_by")),
+            table_properties=as_dict(self.table_properties, "table_properties"),
         )
 
 

@@ -109,6 +109,15 @@ def test_write_xcoms_report_the_committed_snapshots(daily_orders_run, airflow_ru
     assert snapshots[1].summary["airflow.dag-id"] == DAG_ID
 
 
+def test_the_spark_application_carries_the_operators_name(daily_orders_run, airflow_runner):
+    """spark-submit's --name (the templated ``name``) reaches Spark: the job does not override it."""
+    _, completed = daily_orders_run
+    logs = [p.read_text(errors="replace") for p in (airflow_runner.home / "logs").rglob("*") if p.is_file()]
+    text = "\n".join([completed.stdout, completed.stderr, *logs])
+    assert "(airflow-iceberg-iceberg_daily_orders.create_orders)" in text
+    assert "Spark application local-" in text
+
+
 def test_client_deploy_mode_returns_the_same_result(airflow_runner, tmp_path):
     completed = airflow_runner.airflow(
         "tasks",

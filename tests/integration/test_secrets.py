@@ -1,8 +1,10 @@
 """Catalog credentials never appear in argv, the task log, rendered template fields or XCom.
 
 A real task runs against a real JDBC (SQLite) catalog whose connection carries sentinel secrets
-in every secret-bearing place: the password (jdbc.password), a token-like catalog property and
-a per-catalog Hadoop secret key. While it runs, every process's command line is sampled.
+in every secret-bearing place: the password, a token-like catalog property and a per-catalog
+Hadoop secret key. The password fills a property whose name looks like nothing secret
+(``password_property: jdbc.pw``; SQLite ignores it): the Password field makes it secret, not its
+name. While the DAG runs, every process's command line is sampled.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def secret_run(airflow_runner, tmp_path_factory):
             "warehouse": f"file://{warehouse}",
             "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"],
             "extra_jars": SQLITE_JDBC,
+            "password_property": "jdbc.pw",
             "catalog_properties": {"rest.auth.token": SENTINELS[1]},
             "hadoop_properties": {"fs.s3a.secret.key": SENTINELS[2]},
         },

@@ -53,27 +53,18 @@ def _has_spark_runtime() -> bool:
 
 
 if not _has_spark_runtime():
-    # The job modules import pyspark and py4j at module level, so under Airflow's interpreter the
-    # test files would not even import; skip them all with the reason instead.
-    collect_ignore_glob = ["test_*.py"]
-
-
-def pytest_report_header() -> str | None:
-    if _has_spark_runtime():
-        return None
-    return "tests/jobs: not collected; the job tests need the Spark runtime venv: run `make job-test`"
-
-
-def _require_spark_runtime() -> None:
-    """Skip, with the command to use, under an interpreter whose pyspark has no Spark (Airflow's venv)."""
-    if not _has_spark_runtime():
-        pytest.skip("job tests need the Spark runtime venv: run `make job-test`")
+    # The job modules import pyspark and py4j at module level. Under Airflow's interpreter (whose
+    # pyspark is the Connect-only pyspark-client) not one job test could run: say so and stop,
+    # rather than report a green run that tested nothing.
+    raise pytest.UsageError(
+        f"tests/jobs needs the Spark runtime's interpreter, not {sys.executable}: "
+        "run `make job-test` or `.spark-venv/bin/python -m pytest tests/jobs`"
+    )
 
 
 @pytest.fixture(scope="session")
 def spark(warehouse: Path) -> Iterator:
     """The one shared session: local[2], no UI, loopback only, few shuffle partitions."""
-    _require_spark_runtime()
     from pyspark.sql import SparkSession
 
     session = (

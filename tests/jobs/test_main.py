@@ -8,7 +8,6 @@ import pytest
 
 from airflow_iceberg.jobs import iceberg_job
 from airflow_iceberg.jobs.job_spec import (
-    SECRET_CONF_ENV,
     InvalidSpecError,
     JobRequest,
     ReadSpec,
@@ -96,38 +95,40 @@ def test_a_spark_failure_is_reported_by_its_java_cause_then_raised(spark, lake, 
     assert lake.state(table) == before
 
 
-def test_catalog_secrets_from_the_environment_configure_a_catalog(spark, lake, tmp_path, monkeypatch):
+def test_catalog_secrets_from_the_secrets_file_configure_a_catalog(spark, lake, tmp_path):
     """Spark builds catalogs lazily from session conf, so conf set by the job before use takes effect."""
     warehouse = tmp_path / "vault-warehouse"
-    monkeypatch.setenv(
-        SECRET_CONF_ENV,
+    secrets = tmp_path / "secret-conf.json"
+    secrets.write_text(
         json.dumps(
             {
                 "spark.sql.catalog.vault": "org.apache.iceberg.spark.SparkCatalog",
                 "spark.sql.catalog.vault.type": "hadoop",
                 "spark.sql.catalog.vault.warehouse": str(warehouse),
             }
-        ),
+        )
     )
     spec = WriteSpec("vault.db.secret", "create", Source(query="SELECT 7 AS id"))
 
-    assert iceberg_job.main(_argv(spec, tmp_path / "r.json")) == 0
+    assert iceberg_job.main(["--secret-conf-file", str(secrets), *_argv(spec, tmp_path / "r.json")]) == 0
 
     assert list((warehouse / "db" / "secret" / "metadata").glob("v*.metadata.json"))
     assert lake.exists("lake.db.secret") is False
 
 
-def test_apply_secret_conf_returns_keys_and_never_echoes_values(spark):
-    assert iceberg_job.apply_secret_conf(spark, {}) == []
-    keys = iceberg_job.apply_secret_conf(
-        spark, {SECRET_CONF_ENV: json.dumps({"spark.x.b": "2", "spark.x.a": "1"})}
-    )
-    assert keys == ["spark.x.a", "spark.x.b"]
+def test_apply_secret_conf_returns_keys_and_never_echoes_values(spark, tmp_path):
+    assert iceberg_job.apply_secret_conf(spark, None) == []
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text(json.dumps({"spark.x.b": "2", "spark.x.a": "1"}))
+    assert iceberg_job.apply_secret_conf(spark, str(secrets)) == ["spark.x.a", "spark.x.b"]
     assert spark.conf.get("spark.x.a") == "1"
     for raw in ("not json SENTINEL", '["SENTINEL"]'):
+        secrets.write_text(raw)
         with pytest.raises(InvalidSpecError, match="must be a JSON object") as raised:
-            iceberg_job.apply_secret_conf(spark, {SECRET_CONF_ENV: raw})
+            iceberg_job.apply_secret_conf(spark, str(secrets))
         assert "SENTINEL" not in str(raised.value)
+    with pytest.raises(InvalidSpecError, match="does not exist on the driver"):
+        iceberg_job.apply_secret_conf(spark, str(tmp_path / "gone.json"))
 
 
 def test_invalid_argv_fails_before_any_spark_work(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from unittest import mock
 
@@ -13,7 +14,7 @@ from airflow.sdk import DAG
 
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH
-from airflow_iceberg.jobs.job_spec import SECRET_CONF_ENV, JobRequest
+from airflow_iceberg.jobs.job_spec import JobRequest
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergCreateTableOperator,
@@ -60,7 +61,7 @@ class _TaskInstance:
         )
         self._xcoms = xcoms or {}
 
-    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+    def xcom_pull(self, task_ids: str, key: str = "return_value", **_: object):
         return self._xcoms.get(task_ids)
 
 
@@ -159,6 +160,54 @@ def test_templates_render_including_xcom_and_dates(jdbc_catalog):
     assert spec.snapshot_id == 6754764947717687654
 
 
+def test_list_and_dict_arguments_are_kept_as_given_until_rendered(jdbc_catalog):
+    """Templates and XComArgs survive parsing; the rendered text becomes the list or dict."""
+    from airflow.sdk import task
+
+    with _dag():
+
+        @task
+        def options() -> dict:
+            return {"write-format": "avro"}
+
+        chosen = options()
+        create = IcebergCreateTableOperator(
+            task_id="create",
+            table="db.t",
+            iceberg_conn_id=jdbc_catalog,
+            extra_iceberg_conn_ids="{{ params.more }}",
+            source_query="SELECT 1 AS id",
+            partition_by="{{ params.partition_by }}",
+            table_properties="{{ params.properties | tojson }}",
+            write_options=chosen,  # an XComArg: a TypeError at parse time before
+            params={"partition_by": ["bucket(4, id)", "id"], "more": "iceberg_hive", "properties": {}},
+        )
+        read = IcebergTimeTravelReadOperator(
+            task_id="read", table="db.t", iceberg_conn_id=jdbc_catalog, columns="{{ params.columns }}"
+        )
+    params = {"partition_by": ["bucket(4, id)", "id"], "more": "iceberg_hive",
+              "properties": {"format-version": "2"}, "columns": "id"}
+    context = {"ti": _ti("create", {"options": {"write-format": "avro"}}), "params": params}
+    create.render_template_fields(context=context)
+    read.render_template_fields(context=context)
+
+    spec = create.build_spec().validated()
+    assert spec.partition_by == ("bucket(4, id)", "id")
+    assert spec.table_properties == {"format-version": "2"}
+    assert spec.write_options == {"write-format": "avro"}
+    assert [hook.iceberg_conn_id for hook in create.catalog_hooks] == [jdbc_catalog, "iceberg_hive"]
+    assert read.build_spec().columns == ("id",)
+
+
+def test_a_rendered_value_of_the_wrong_shape_names_the_argument(jdbc_catalog):
+    op = IcebergAppendOperator(
+        task_id="append", table="db.t", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1",
+        write_options="[1, 2]",
+    )
+    with pytest.raises(InvalidSpecError, match="write_options must be a mapping"):
+        op.build_spec()
+
+
 def test_as_of_timestamp_renders_from_data_interval_end(jdbc_catalog):
     with _dag():
         op = IcebergTimeTravelReadOperator(
@@ -198,14 +247,17 @@ def _fake_submit(result):
     def execute(self, context):
         args = self.application_args
         seen["argv"] = list(args)
-        seen["secret_env"] = json.loads(__import__("os").environ[SECRET_CONF_ENV])
+        secret_file = Path(args[args.index("--secret-conf-file") + 1])
+        seen["secret_file_mode"] = secret_file.stat().st_mode & 0o777
+        seen["secrets"] = json.loads(secret_file.read_text())
+        seen["secret_file"] = secret_file
+        seen["environ"] = dict(os.environ)
         Path(args[args.index("--result-file") + 1]).write_text(json.dumps(result))
 
     return seen, mock.patch.object(SparkSubmitOperator, "execute", execute)
 
 
-def test_execute_returns_the_jobs_result_and_exports_secrets_only_while_submitting(jdbc_catalog, monkeypatch):
-    monkeypatch.delenv(SECRET_CONF_ENV, raising=False)
+def test_execute_returns_the_result_and_hands_secrets_over_in_a_private_file(jdbc_catalog):
     result = {
         "status": "success",
         "table": "pg.db.orders",
@@ -220,8 +272,13 @@ def test_execute_returns_the_jobs_result_and_exports_secrets_only_while_submitti
     )
     with patch:
         assert op.execute({"ti": _ti()}) == result
-    assert seen["secret_env"] == {"spark.sql.catalog.pg.jdbc.password": "SENTINEL-pw"}
-    assert SECRET_CONF_ENV not in __import__("os").environ
+    assert seen["secrets"] == {"spark.sql.catalog.pg.jdbc.password": "SENTINEL-pw"}
+    assert seen["secret_file_mode"] == 0o600
+    assert not seen["secret_file"].exists()  # removed with the task's work directory
+    # not in this process's environment, which post_submit_commands and other children inherit
+    # (the test's own AIRFLOW_CONN_* variable holds the connection, as a deployment's might)
+    leaked = [k for k, v in seen["environ"].items() if "SENTINEL" in v and not k.startswith("AIRFLOW_CONN_")]
+    assert leaked == []
     assert "--commit-property" in seen["argv"] and "airflow.task-id=t" in seen["argv"]
     assert "SENTINEL" not in " ".join(seen["argv"]) + " ".join(map(str, op.conf.values()))
 

@@ -283,3 +283,28 @@ def test_two_connections_with_the_same_catalog_name_are_refused():
 def test_a_property_set_twice_is_refused():
     with pytest.raises(InvalidCatalogConfigError, match="'warehouse' is already set"):
         settings_for({"catalog_type": "hadoop", "warehouse": "/a", "catalog_properties": {"warehouse": "/b"}})
+
+
+@pytest.mark.parametrize(
+    ("catalog_type", "extra", "login", "secret_key"),
+    [
+        # a property name that looks like nothing secret: the Password field decides, not the name
+        ("hive", {"password_property": "auth.pwd"}, None, "auth.pwd"),
+        ("hive", {"login_property": "auth.pair", "password_property": "auth.pair"}, "user", "auth.pair"),
+        ("jdbc", {"password_property": "jdbc.pw", "login_property": "jdbc.user"}, "scott", "jdbc.pw"),
+    ],
+)
+def test_whatever_the_password_fills_is_secret_whatever_its_name(catalog_type, extra, login, secret_key):
+    uri = "jdbc:postgresql://db:5432/c" if catalog_type == "jdbc" else "thrift://hms:9083"
+    settings = settings_for(
+        {"catalog_name": "c", "catalog_type": catalog_type, "warehouse": "file:///wh", **extra},
+        host=uri,
+        login=login,
+        password="SENTINEL-pw",
+    )
+    assert f"spark.sql.catalog.c.{secret_key}" in settings.secret_conf
+    assert "SENTINEL" in settings.secret_conf[f"spark.sql.catalog.c.{secret_key}"]
+    assert not any("SENTINEL" in value for value in settings.conf.values())
+    if login and extra.get("login_property") != secret_key:
+        # a login alone is an identity, not a secret: it may stay on the command line
+        assert settings.conf[f"spark.sql.catalog.c.{extra['login_property']}"] == login
