@@ -105,7 +105,7 @@ def summarize(samples: dict[str, list[float]], record: SubmitRecord) -> Section:
         "with the recorded one the job would report the earlier commit and not write): "
         f"{len(record.argv)} argv items, "
         f"{sum(a == '--conf' for a in record.argv)} `--conf`, the operator's environment "
-        f"({len(record.env)} variables, catalog secrets in `AIRFLOW_ICEBERG_SECRET_CONF`).",
+        f"({len(record.env)} variables; the bench catalog has no secrets, so no secrets file).",
         f"`airflow tasks test` of an empty task takes {fmt(noop)} here: CLI start-up, parsing the DAG "
         "bundle and writing it to the metadata database, starting the in-process execution API, "
         "creating a temporary DAG run. None of it is the provider's; it is the same for any operator.",
