@@ -215,7 +215,8 @@ def validate_query(query: str, what: str = "source query") -> str:
 def _refuse_statements(sql: str, what: str) -> None:
     found = _STATEMENT_RE.search(_COMMENT_RE.sub(" ", _outside_literals(sql)))
     if found:
-        statement = " ".join(found.group(0).split()[:2]).upper()
+        words = found.group(0).upper().split()
+        statement = "UPDATE ... SET" if words[0] == "UPDATE" else " ".join(words)
         raise InvalidSpecError(
             f"{what} must only read, but it holds {statement!r}, a statement that changes data "
             "(Spark runs one even after WITH ... or FROM ...)"
