@@ -151,25 +151,45 @@ def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     return int(head.snapshotId()) if head is not None else None
 
 
+#: Ancestors :func:`find_commit` reads one by one through py4j (well under a millisecond each)
+#: before it lets a Spark job find the tagged snapshots of a longer history instead.
+ANCESTOR_WALK_LIMIT = 200
+
+
 def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> dict[str, Any] | None:
     """The snapshot tagged with ``commit_id`` among ``ref``'s ancestors (its head, parent, ...), if any.
 
     Only the history of the ref counts: a snapshot that a rollback (or a replace) took out of
     that history no longer holds its rows, so a task looking for its earlier commit must not
     find it there, and must write again. The walk reads the table metadata already in the
-    driver: no Spark job.
+    driver, newest first, so the usual cases (a retry's commit near the head, a write's own
+    commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
+    ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
     """
     loaded = iceberg_table(spark, table)
     head = loaded.snapshot(ref)
     if head is None:
         return None
-    jvm = spark.sparkContext._jvm
-    ancestors = jvm.org.apache.iceberg.util.SnapshotUtil.ancestorsBetween(loaded, head.snapshotId(), None)
-    iterator = ancestors.iterator()
-    while iterator.hasNext():
-        snapshot = iterator.next()
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    ancestors = util.ancestorsBetween(loaded, head.snapshotId(), None).iterator()
+    for _ in range(ANCESTOR_WALK_LIMIT):
+        if not ancestors.hasNext():
+            return None
+        snapshot = ancestors.next()
         if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
             return describe_java_snapshot(snapshot)
+    if not ancestors.hasNext():
+        return None
+    tagged = (
+        spark.table(f"{table}.snapshots")
+        .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
+        .orderBy(F.col("committed_at").desc())
+        .select("snapshot_id")
+        .collect()
+    )
+    for row in tagged:
+        if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
+            return describe_java_snapshot(loaded.snapshot(int(row.snapshot_id)))
     return None
 
 

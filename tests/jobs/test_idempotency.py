@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_iceberg.jobs import table_state
 from airflow_iceberg.jobs.commits import earlier_commit
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec, parse_argv
@@ -147,3 +148,19 @@ def test_an_empty_dynamic_overwrite_reports_no_commit_not_the_current_snapshot(s
     assert lake.state(table) == before  # Iceberg skipped the commit ...
     assert (result["committed"], result["snapshot_id"]) == (False, None)  # ... and the result says so
     assert "added_records" not in result
+
+
+def test_past_the_walk_limit_the_lookup_still_searches_only_the_refs_history(spark, lake, table, monkeypatch):
+    write_table(spark, write_spec(table, "create", ROWS))
+    base = lake.current_snapshot_id(table)
+    old = write_table(spark, write_spec(table, "append", ROWS), commit_id="old")
+    write_table(spark, write_spec(table, "append", ROWS), commit_id="newer")
+    rolled_back = write_table(spark, write_spec(table, "append", ROWS), commit_id="rolled-back")
+    name = table.split(".", 1)[1]
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{name}', {rolled_back['parent_snapshot_id']})")
+    monkeypatch.setattr(table_state, "ANCESTOR_WALK_LIMIT", 1)  # the head only; the rest via Spark
+
+    assert find_commit(spark, table, "old")["snapshot_id"] == old["snapshot_id"]
+    assert find_commit(spark, table, "rolled-back") is None
+    assert find_commit(spark, table, "never") is None
+    assert find_commit(spark, table, "newer")["parent_snapshot_id"] == old["snapshot_id"] != base
