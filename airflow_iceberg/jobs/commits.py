@@ -7,6 +7,7 @@ the Airflow task's identity and a commit id. That stamp is what makes retries ex
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
-from airflow_iceberg.jobs.table_state import current_snapshot_id, find_commit, snapshot_summary, table_exists
+from airflow_iceberg.jobs.table_state import find_commit, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,16 +54,25 @@ def write_options_for(
     return options
 
 
-def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> dict[str, Any] | None:
-    """The snapshot an earlier try of the same task committed to ``table``, if there is one.
+def new_commit_id() -> str:
+    """A commit id no other write has: for writes that have no task identity to derive one from."""
+    return uuid.uuid4().hex
+
+
+def earlier_commit(
+    spark: SparkSession, table: str, commit_id: str | None, ref: str = "main"
+) -> dict[str, Any] | None:
+    """The snapshot an earlier try of the same task committed to ``ref`` of ``table``, if there is one.
 
     This is what makes retries exactly-once: a try that committed and then died (killed worker,
     lost heartbeat) left its commit id in the snapshot summary, so the retry finds it and
-    reports that commit instead of writing the rows a second time.
+    reports that commit instead of writing the rows a second time. Only ``ref``'s history is
+    searched (:func:`~airflow_iceberg.jobs.table_state.find_commit`): after a rollback, the
+    rolled-back commit is not "found", and the task writes again.
     """
     if not commit_id or not table_exists(spark, table):
         return None
-    earlier = find_commit(spark, table, commit_id)
+    earlier = find_commit(spark, table, commit_id, ref)
     if earlier is not None:
         print(
             f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
@@ -102,9 +112,17 @@ def with_commit_properties(
         raise
 
 
-def result_of_write(spark: SparkSession, table: str, mode: str, commit_id: str | None) -> dict[str, Any]:
-    found = find_commit(spark, table, commit_id) if commit_id else None
+def result_of_write(
+    spark: SparkSession, table: str, mode: str, commit_id: str, ref: str = "main"
+) -> dict[str, Any]:
+    """Describe the snapshot this write committed to ``ref``, found by its commit id.
+
+    When no snapshot carries the id, the write committed nothing: Iceberg skips the commit of
+    an empty dynamic overwrite, for one. The result then says so (``committed: false``,
+    ``snapshot_id: null``), rather than describe whatever snapshot is current, which may be an
+    earlier write's or a concurrent writer's.
+    """
+    found = find_commit(spark, table, commit_id, ref)
     if found is None:
-        snapshot_id = current_snapshot_id(spark, table)
-        found = snapshot_summary(spark, table, snapshot_id) if snapshot_id is not None else {}
-    return {"table": table, "mode": mode, **found}
+        return {"table": table, "mode": mode, "committed": False, "snapshot_id": None}
+    return {"table": table, "mode": mode, "committed": True, **found}

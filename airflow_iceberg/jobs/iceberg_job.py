@@ -112,9 +112,19 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...
         _write_result(request.result_file, {"status": "failed", "error": describe_error(error)})
         raise
-    print("airflow-iceberg result: " + job_spec.dump_result(result), flush=True)
+    print("airflow-iceberg result: " + job_spec.dump_result(loggable(result)), flush=True)
     _write_result(request.result_file, result)
     return 0
+
+
+def loggable(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The result without row data, for stdout, which spark-submit's caller logs line by line.
+
+    Preview rows may hold personal data: they go to the result file (and so the XCom) only.
+    """
+    if "preview" not in result:
+        return dict(result)
+    return {**result, "preview": f"{len(result['preview'])} rows, in the result only"}
 
 
 def _write_result(path: str | None, result: Mapping[str, Any]) -> None:

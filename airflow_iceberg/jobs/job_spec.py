@@ -81,6 +81,13 @@ _TRANSFORM_RE = re.compile(
     rf"|(?P<col>{_NAME}))\s*\Z"
 )
 _QUERY_START_RE = re.compile(r"^\s*\(*\s*(SELECT|WITH|VALUES|FROM|TABLE)\b", re.IGNORECASE)
+#: Statements Spark's grammar accepts after a ``WITH`` or ``FROM`` clause, so after a query's start.
+_STATEMENT_RE = re.compile(
+    r"\b(?:INSERT\s+(?:INTO|OVERWRITE)|DELETE\s+FROM|MERGE\s+INTO|UPDATE\s+\S+.*?\bSET"
+    r"|(?:UN)?CACHE\s+(?:LAZY\s+)?TABLE)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+_COMMENT_RE = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def validate_name(value: str, what: str) -> str:
@@ -188,18 +195,33 @@ def _reject_reserved_options(options: Mapping[str, str], reserved: Mapping[str, 
 
 
 def validate_query(query: str, what: str = "source query") -> str:
-    """Accept only a read-only query, so a templated source can never run DDL such as DROP TABLE.
+    """Refuse, before Spark starts, text that is plainly not one read-only query.
 
-    ``spark.sql()`` executes commands eagerly, so this check has to happen before the job calls it.
+    A cheap first check, not the only one: the job has Spark's own parser refuse anything that is
+    not a query (``airflow_iceberg.jobs.user_sql``) before it runs. Here: the text must start like
+    a query, hold one statement, and hold none of the data-changing statements Spark's grammar
+    accepts after a ``WITH`` or ``FROM`` clause (``WITH x AS (...) DELETE FROM t``).
     """
     if not isinstance(query, str) or not _QUERY_START_RE.match(_strip_leading_comments(query)):
         raise InvalidSpecError(f"{what} must be a query starting with SELECT, WITH, VALUES, FROM or TABLE")
     if _has_statement_separator(query):
         raise InvalidSpecError(f"{what} must be a single statement: remove the ';'")
+    _refuse_statements(query, what)
     return query
 
 
-def validate_condition(condition: str) -> str:
+def _refuse_statements(sql: str, what: str) -> None:
+    found = _STATEMENT_RE.search(_COMMENT_RE.sub(" ", _outside_literals(sql)))
+    if found:
+        words = found.group(0).upper().split()
+        statement = "UPDATE ... SET" if words[0] == "UPDATE" else " ".join(words)
+        raise InvalidSpecError(
+            f"{what} must only read, but it holds {statement!r}, a statement that changes data "
+            "(Spark runs one even after WITH ... or FROM ...)"
+        )
+
+
+def validate_condition(condition: str, what: str = "overwrite condition") -> str:
     """Check an overwrite condition: one boolean SQL expression, no statement separators or comments."""
     if not isinstance(condition, str) or not condition.strip():
         raise InvalidSpecError(
@@ -207,8 +229,9 @@ def validate_condition(condition: str) -> str:
         )
     if _has_statement_separator(condition) or _has_comment(condition):
         raise InvalidSpecError(
-            f"overwrite condition {condition!r} must be a single expression without ';' or SQL comments"
+            f"{what} {condition!r} must be a single expression without ';' or SQL comments"
         )
+    _refuse_statements(condition, what)
     return condition
 
 
@@ -408,7 +431,7 @@ class ReadSpec:
         for column in self.columns:
             validate_name(column, "column")
         if self.filter is not None:
-            validate_condition(self.filter)
+            validate_condition(self.filter, "filter")
         self._check_sink()
         if self.is_stream:
             self._check_stream()

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
-from airflow_iceberg.jobs.commits import earlier_commit, result_of_write, write_options_for
+from airflow_iceberg.jobs.commits import earlier_commit, new_commit_id, result_of_write, write_options_for
 from airflow_iceberg.jobs.scan import project, reader_options
 from airflow_iceberg.jobs.streams import stream_table
 from airflow_iceberg.jobs.table_state import (
@@ -27,7 +28,7 @@ from airflow_iceberg.jobs.table_state import (
     require_table,
     snapshot_exists,
 )
-from airflow_iceberg.jobs.writes import WRITER_METHOD
+from airflow_iceberg.jobs.writes import write_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -133,6 +134,9 @@ def read_table(
 ) -> dict[str, Any]:
     """Read the table (as of the chosen snapshot), write the rows to the sink, report the count.
 
+    The rows are scanned once for the sink: ``row_count`` is the sink commit's ``added-records``
+    (a table sink) or a count observed while the files were written (a path sink). Only a read
+    without a sink, or whose sink an earlier try already wrote, counts with a scan of its own.
     With ``reuse_commit``, a sink table that an earlier try already wrote is not written again.
     """
     if spec.is_stream:
@@ -149,24 +153,45 @@ def read_table(
     if spec.sink_table and earlier is None:
         check_table_state(spark, spec.sink_table, spec.sink_mode)
     df = read_frame(spark, spec, snapshot_id)
-    result["row_count"] = df.count()
     if spec.preview_rows:
         rows = [row.asDict(recursive=True) for row in df.limit(spec.preview_rows).collect()]
         result["preview"] = json.loads(json.dumps(rows, default=str))
     if earlier is not None:
+        result["row_count"] = df.count()
         result["sink"] = {
             "table": spec.sink_table,
             "mode": spec.sink_mode,
+            "committed": True,
             **earlier,
             "reused_earlier_commit": True,
         }
     elif spec.sink_table:
-        if spec.sink_mode in job_spec.CREATE_MODES:
-            ensure_namespace(spark, spec.sink_table)
-        writer = df.writeTo(spec.sink_table).options(**write_options_for({}, commit_id, commit_properties))
-        getattr(writer, WRITER_METHOD[spec.sink_mode])()
-        result["sink"] = result_of_write(spark, spec.sink_table, spec.sink_mode, commit_id)
-    elif spec.sink_path:
-        df.write.format(spec.sink_format).mode(spec.sink_path_mode).save(spec.sink_path)
+        result["sink"] = _write_sink_table(spark, spec, df, commit_id or new_commit_id(), commit_properties)
+        result["row_count"] = result["sink"].get("added_records", 0)
+    elif spec.sink_path and spec.sink_path_mode != "ignore":
+        observation = Observation("airflow_iceberg_sink")
+        observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+        observed.write.format(spec.sink_format).mode(spec.sink_path_mode).save(spec.sink_path)
+        result["row_count"] = int(observation.get["rows"])
         result["sink"] = {"path": spec.sink_path, "format": spec.sink_format}
+    else:  # no sink, or files in mode "ignore", which may write nothing (and observe nothing)
+        result["row_count"] = df.count()
+        if spec.sink_path:
+            df.write.format(spec.sink_format).mode(spec.sink_path_mode).save(spec.sink_path)
+            result["sink"] = {"path": spec.sink_path, "format": spec.sink_format}
     return result
+
+
+def _write_sink_table(
+    spark: SparkSession,
+    spec: job_spec.ReadSpec,
+    df: DataFrame,
+    commit_id: str,
+    commit_properties: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Write the rows to the sink table with the writes' own writer (so a create is an Iceberg table)."""
+    table = str(spec.sink_table)
+    if spec.sink_mode in job_spec.CREATE_MODES:
+        ensure_namespace(spark, table)
+    write_frame(df, table, spec.sink_mode, write_options_for({}, commit_id, commit_properties))
+    return result_of_write(spark, table, spec.sink_mode, commit_id)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
 from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.user_sql import expression
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -47,10 +46,11 @@ def reader_options(spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> d
 def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:
     """Apply the filter, then keep the columns: Spark pushes both into the Iceberg scan.
 
-    Filtering first lets the filter use columns that are not kept.
+    Filtering first lets the filter use columns that are not kept. The filter is parsed as an
+    expression only (:func:`~airflow_iceberg.jobs.user_sql.expression`).
     """
     if spec.filter:
-        df = df.where(F.expr(spec.filter))
+        df = df.where(expression(spec.filter, "filter"))
     if spec.columns:
         df = df.select(*spec.columns)
     return df

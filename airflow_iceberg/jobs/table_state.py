@@ -1,8 +1,10 @@
 """What a job needs to know about a table before and after it acts: existence, snapshots, refs.
 
-Everything here reads Iceberg's metadata tables (``<table>.snapshots``, ``.refs``) through Spark,
-so it works the same on every catalog. The errors are the "table in the wrong state" family: the
-job reports them as one clear line and exits 1, having written nothing.
+Reads of history use Iceberg's metadata tables (``<table>.snapshots``, ``.refs``) through Spark.
+What a write asks about its own ref (its head, the snapshot its commit id tagged) comes from the
+table's metadata in the driver, through Iceberg's Java API, without a Spark job. Both work the
+same on every catalog. The errors are the "table in the wrong state" family: the job reports
+them as one clear line and exits 1, having written nothing.
 """
 
 from __future__ import annotations
@@ -130,13 +132,82 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(timezone.utc).isoformat()
 
 
-def find_commit(spark: SparkSession, table: str, commit_id: str) -> dict[str, Any] | None:
-    """Find the snapshot an earlier run tagged with ``commit_id`` in its summary, if any."""
-    rows = (
+def iceberg_table(spark: SparkSession, table: str) -> Any:
+    """The table's Iceberg ``Table`` object (through py4j), refreshed so it shows the catalog's latest state.
+
+    ``Spark3Util.loadIcebergTable`` goes through the same Spark catalog the job writes with (so
+    any catalog type, including the session catalog); its tables are cached, hence the refresh.
+    """
+    loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, table
+    )
+    loaded.refresh()
+    return loaded
+
+
+def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
+    """The snapshot id ``ref`` (a branch, ``main`` by default) points at; None if it has none yet."""
+    head = iceberg_table(spark, table).snapshot(ref)
+    return int(head.snapshotId()) if head is not None else None
+
+
+#: Ancestors :func:`find_commit` reads one by one through py4j (well under a millisecond each)
+#: before it lets a Spark job find the tagged snapshots of a longer history instead.
+ANCESTOR_WALK_LIMIT = 200
+
+
+def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> dict[str, Any] | None:
+    """The snapshot tagged with ``commit_id`` among ``ref``'s ancestors (its head, parent, ...), if any.
+
+    Only the history of the ref counts: a snapshot that a rollback (or a replace) took out of
+    that history no longer holds its rows, so a task looking for its earlier commit must not
+    find it there, and must write again. The walk reads the table metadata already in the
+    driver, newest first, so the usual cases (a retry's commit near the head, a write's own
+    commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
+    ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
+    """
+    loaded = iceberg_table(spark, table)
+    head = loaded.snapshot(ref)
+    if head is None:
+        return None
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    ancestors = util.ancestorsBetween(loaded, head.snapshotId(), None).iterator()
+    for _ in range(ANCESTOR_WALK_LIMIT):
+        if not ancestors.hasNext():
+            return None
+        snapshot = ancestors.next()
+        if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
+            return describe_java_snapshot(snapshot)
+    if not ancestors.hasNext():
+        return None
+    tagged = (
         spark.table(f"{table}.snapshots")
         .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
         .orderBy(F.col("committed_at").desc())
-        .limit(1)
+        .select("snapshot_id")
         .collect()
     )
-    return _describe_snapshot(rows[0]) if rows else None
+    for row in tagged:
+        if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
+            return describe_java_snapshot(loaded.snapshot(int(row.snapshot_id)))
+    return None
+
+
+def describe_java_snapshot(snapshot: Any) -> dict[str, Any]:
+    """Describe an Iceberg Java ``Snapshot`` like :func:`snapshot_summary` describes a metadata-table row."""
+    millis = int(snapshot.timestampMillis())
+    committed_at = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(
+        microsecond=millis % 1000 * 1000
+    )
+    parent = snapshot.parentId()
+    summary = {str(key): str(value) for key, value in dict(snapshot.summary()).items()}
+    described: dict[str, Any] = {
+        "snapshot_id": int(snapshot.snapshotId()),
+        "parent_snapshot_id": int(parent) if parent is not None else None,
+        "operation": snapshot.operation(),
+        "committed_at": committed_at.isoformat(),
+        "summary": summary,
+    }
+    for name, key in WRITE_SUMMARY_COUNTS.items():
+        described[name] = int(summary[key]) if key in summary else 0
+    return described

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs import job_spec, user_sql
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
+    new_commit_id,
     result_of_write,
     snapshot_properties_for,
     with_commit_properties,
@@ -26,8 +27,8 @@ from airflow_iceberg.jobs.table_state import (
     SchemaMismatchError,
     SnapshotNotFoundError,
     check_table_state,
-    current_snapshot_id,
     ensure_namespace,
+    ref_head,
     require_table,
     snapshot_exists,
     table_properties,
@@ -37,14 +38,13 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 #: Table property without which Iceberg refuses a writer whose schema differs from the table's.
-#: Table property without which Iceberg refuses a writer whose schema differs from the table's.
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 
 
 def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
-    """Return the DataFrame a write takes its rows from."""
+    """Return the DataFrame a write takes its rows from; a query is run as a query only."""
     if source.query is not None:
-        return spark.sql(job_spec.validate_query(source.query))
+        return user_sql.query_frame(spark, job_spec.validate_query(source.query))
     if source.table is not None:
         require_table(spark, source.table, "source table")
         return spark.table(source.table)
@@ -133,13 +133,15 @@ def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
         )
 
 
-def with_default_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> job_spec.WriteSpec:
-    """Pin ``validate-from-snapshot-id`` to the current snapshot when only ``isolation-level`` is set.
+def with_default_validate_from(
+    spark: SparkSession, spec: job_spec.WriteSpec, ref: str = "main"
+) -> job_spec.WriteSpec:
+    """Pin ``validate-from-snapshot-id`` to the head of ``ref`` when only ``isolation-level`` is set.
 
     Without it Iceberg validates an overwrite against the table's whole history, so the files the
     overwritten rows already had count as conflicts and the write always fails. Pinned to the
-    snapshot current before the source is read, it means: fail if a conflicting commit landed
-    while this job ran.
+    head of the ref being written (``main``, or the branch of a branch write) before the source
+    is read, it means: fail if a conflicting commit landed there while this job ran.
     """
     options = spec.write_options
     if (
@@ -148,7 +150,7 @@ def with_default_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) ->
         or job_spec.option_value(options, "validate-from-snapshot-id") is not None
     ):
         return spec
-    current = current_snapshot_id(spark, spec.table)
+    current = ref_head(spark, spec.table, ref)
     if current is None:
         return spec
     return dataclasses.replace(spec, write_options={**options, "validate-from-snapshot-id": str(current)})
@@ -165,12 +167,18 @@ def write_table(
 
     Everything that can be checked is checked before the write, so a failure leaves the table
     (and the catalog) as it was. With ``reuse_commit``, a commit an earlier try already made is
-    returned instead (see :func:`earlier_commit`).
+    returned instead (see :func:`earlier_commit`). The result is found by the commit id (a fresh
+    one when none is given); ``committed: false`` means Iceberg made no commit (an empty
+    dynamic overwrite).
     """
     earlier = earlier_commit(spark, spec.table, commit_id) if reuse_commit else None
     if earlier is not None:
-        return {"table": spec.table, "mode": spec.mode, **earlier, "reused_earlier_commit": True}
+        return {"table": spec.table, "mode": spec.mode, "committed": True, **earlier,
+                "reused_earlier_commit": True}
+    commit_id = commit_id or new_commit_id()
     check_table_state(spark, spec.table, spec.mode)
+    if spec.condition is not None:
+        user_sql.expression(spec.condition, "overwrite condition")  # parsed before anything is read
     spec = with_default_validate_from(spark, spec)  # before the source is read
     df = load_source(spark, spec.source)
     if spec.mode in job_spec.CREATE_MODES:
@@ -189,17 +197,42 @@ def write_table(
 
 
 def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
-    writer = df.writeTo(spec.table).options(**options)
-    if spec.mode in job_spec.CREATE_MODES:
+    write_frame(
+        df,
+        spec.table,
+        spec.mode,
+        options,
+        table_properties=table_properties_for(spec),
+        partition_by=spec.partition_by,
+        condition=spec.condition,
+    )
+
+
+def write_frame(
+    df: DataFrame,
+    table: str,
+    mode: str,
+    options: Mapping[str, str],
+    table_properties: Mapping[str, str] | None = None,
+    partition_by: Sequence[str] = (),
+    condition: str | None = None,
+) -> None:
+    """The one DataFrameWriterV2 call of a write or of a read's sink.
+
+    A create is always ``.using("iceberg")``: on a session catalog (``SparkSessionCatalog``)
+    without it Spark would create its default, a plain Parquet table.
+    """
+    writer = df.writeTo(table).options(**options)
+    if mode in job_spec.CREATE_MODES:
         writer = writer.using("iceberg")
-        for key, value in table_properties_for(spec).items():
+        for key, value in (table_properties or {}).items():
             writer = writer.tableProperty(key, value)
-        if spec.partition_by:
-            writer = writer.partitionedBy(*[transform_column(e) for e in spec.partition_by])
-    if spec.mode == "overwrite":
-        writer.overwrite(F.expr(str(spec.condition)))
+        if partition_by:
+            writer = writer.partitionedBy(*[transform_column(e) for e in partition_by])
+    if mode == "overwrite":
+        writer.overwrite(user_sql.expression(str(condition), "overwrite condition"))
     else:
-        getattr(writer, WRITER_METHOD[spec.mode])()
+        getattr(writer, WRITER_METHOD[mode])()
 
 
 #: The DataFrameWriterV2 method of each mode (``overwrite`` takes a condition, so it is called apart).

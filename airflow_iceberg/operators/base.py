@@ -139,11 +139,25 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         raise NotImplementedError
 
     def _commit_id(self, context: Context) -> str:
-        """The id a commit is tagged with: the task instance's, so that its retries recognise it."""
+        """The id a commit is tagged with: the same for a retry, new for a cleared (repaired) task.
+
+        ``<dag_id>:<task_id>:<run_id>:<map_index>:<first try>:<run started>``. Airflow keeps the
+        clear generation per task instance: a clear sets ``max_tries = try_number + retries``, a
+        retry changes nothing, so ``max_tries - retries + 1`` is the first try since the last
+        clear (Airflow's own ``get_first_reschedule_date`` reads it the same way). The run's
+        ``start_date`` tells apart a run deleted and created again, or another Airflow's run with
+        the same run_id; a retry's run is the same running DagRun, so it keeps it.
+        ``dag_run.clear_number`` is not used: it counts clears of *any* task of the run, so the
+        retry of one task would look like a repair when a neighbour was cleared.
+        """
         ti = context.get("ti")
         if not self.idempotent or ti is None:
             return uuid.uuid4().hex
-        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}"
+        max_tries = getattr(ti, "max_tries", None)
+        first_try = max_tries - (self.retries or 0) + 1 if isinstance(max_tries, int) else 1
+        run_started = getattr(context.get("dag_run"), "start_date", None)
+        started = run_started.isoformat() if run_started is not None else ""
+        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}:{first_try}:{started}"
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))

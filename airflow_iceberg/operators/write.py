@@ -90,6 +90,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names), source=source)
 
     def log_result(self, result: Mapping[str, Any]) -> None:
+        if result.get("committed") is False:
+            self.log.info("Committed nothing to %s: there was nothing to write", result.get("table"))
+            return
         self.log.info(
             "Committed snapshot %s to %s (%s): %s records added, %s records in table",
             result.get("snapshot_id"),

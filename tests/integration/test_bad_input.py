@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iceberg.exceptions import IcebergJobError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergCreateTableOperator,
@@ -115,6 +116,35 @@ BAD_INPUTS = [
         },
         rf"SnapshotNotFoundError: validate-from-snapshot-id 4242 is not a snapshot of table {QUALIFIED}$",
     ),
+    BadInput(
+        # Spark's lexer nests comments, the text check does not: only the job's parser check sees DELETE.
+        "source_query_that_hides_a_delete_from_the_text_check",
+        IcebergAppendOperator,
+        {"table": ORDERS, "source_query": f"WITH x AS (SELECT 1) DELETE /* a /* b */ c */ FROM {QUALIFIED}"},
+        rf"^{QUALIFIED}: InvalidSpecError: source query must be a query, but Spark reads it as "
+        "DeleteFromTable, a statement that would change data; it was not run$",
+    ),
+]
+
+#: Statements Spark's grammar accepts after a query's start; all refused before spark-submit starts.
+#: (operator, argument, text); a condition's operator also gets a source, a filter's nothing else.
+T = QUALIFIED
+STATEMENTS = [
+    (IcebergAppendOperator, "source_query", f"WITH x AS (SELECT 1) DELETE FROM {T} WHERE order_id > 3"),
+    (
+        IcebergAppendOperator,
+        "source_query",
+        f"WITH s AS ({orders()}) MERGE INTO {T} t USING s ON t.order_id = s.order_id "
+        "WHEN MATCHED THEN DELETE",
+    ),
+    (IcebergAppendOperator, "source_query", f"FROM {T} INSERT OVERWRITE TABLE {T} SELECT *"),
+    (IcebergAppendOperator, "source_query", f"WITH x AS ({orders()}) INSERT INTO {T} SELECT * FROM x"),
+    (IcebergAppendOperator, "source_query", f"WITH x AS (SELECT 1) UPDATE {T} SET amount = 0"),
+    (IcebergAppendOperator, "source_query", f"CACHE TABLE c AS SELECT * FROM {T}"),
+    (IcebergAppendOperator, "source_query", "SET spark.sql.shuffle.partitions=1"),
+    (IcebergAppendOperator, "source_query", "CREATE VIEW v AS WITH x AS (SELECT 1) SELECT * FROM x"),
+    (IcebergOverwriteOperator, "condition", f"order_id IN (WITH x AS (SELECT 1) DELETE FROM {T})"),
+    (IcebergTimeTravelReadOperator, "filter", f"EXISTS (FROM {T} INSERT INTO {T} SELECT *)"),
 ]
 
 
@@ -172,6 +202,21 @@ def test_bad_input_fails_clearly_and_changes_nothing(lake, bad):
     assert re.search(bad.message, message), message
     assert "\n" not in message, "the error is one line, not a stack trace"
     assert lake.state() == before
+
+
+def test_statements_as_query_condition_or_filter_fail_before_spark_and_change_nothing(lake, monkeypatch):
+    """The issue's reproducer and its variants: refused by the text check, so no spark-submit starts."""
+    before = lake.state()
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _no_spark_submit)
+    for number, (operator, argument, text) in enumerate(STATEMENTS):
+        kwargs = {argument: text, **({"source_query": orders()} if argument == "condition" else {})}
+        with pytest.raises(InvalidSpecError, match=r"a statement that changes data|must be a query"):
+            execute(operator(task_id=f"statement_{number}", table=ORDERS, conf=QUICK_START, **kwargs))
+    assert lake.state() == before
+
+
+def _no_spark_submit(self, context):
+    raise AssertionError("spark-submit must not start for a statement the text check refuses")
 
 
 def test_serializable_isolation_alone_commits_when_nothing_conflicts(lake):

@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # the Spark venv does not install airflow_iceberg
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.jobs.helpers import CATALOG, NAMESPACE, Lake  # noqa: E402
+from tests.jobs.helpers import CATALOG, NAMESPACE, SESSION_CATALOG, Lake  # noqa: E402
 
 # Spark's Python workers must be this interpreter (the one with pyspark), whatever is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -41,6 +41,12 @@ def _runtime_jar() -> str:
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
+
+
+@pytest.fixture(scope="session")
+def session_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session catalog (``spark_catalog``, an Iceberg ``SparkSessionCatalog``) keeps tables."""
+    return tmp_path_factory.mktemp("session-warehouse")
 
 
 def _has_spark_runtime() -> bool:
@@ -63,8 +69,14 @@ if not _has_spark_runtime():
 
 
 @pytest.fixture(scope="session")
-def spark(warehouse: Path) -> Iterator:
-    """The one shared session: local[2], no UI, loopback only, few shuffle partitions."""
+def spark(warehouse: Path, session_warehouse: Path) -> Iterator:
+    """The one shared session: local[2], no UI, loopback only, few shuffle partitions.
+
+    Besides the ``lake`` catalog, Spark's own session catalog is Iceberg's ``SparkSessionCatalog``
+    (as on many Hive deployments), so that tests can check what lands there. Tests that do not
+    name ``spark_catalog`` never touch it; non-Iceberg tables it would hold stay under
+    ``session_warehouse``, never in the working directory.
+    """
     from pyspark.sql import SparkSession
 
     session = (
@@ -75,6 +87,10 @@ def spark(warehouse: Path) -> Iterator:
         .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
         .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
         .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(warehouse))
+        .config(f"spark.sql.catalog.{SESSION_CATALOG}", "org.apache.iceberg.spark.SparkSessionCatalog")
+        .config(f"spark.sql.catalog.{SESSION_CATALOG}.type", "hadoop")
+        .config(f"spark.sql.catalog.{SESSION_CATALOG}.warehouse", str(session_warehouse / "iceberg"))
+        .config("spark.sql.warehouse.dir", str(session_warehouse / "spark"))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -91,6 +107,12 @@ def spark(warehouse: Path) -> Iterator:
 @pytest.fixture(scope="session")
 def lake(warehouse: Path) -> Lake:
     return Lake(warehouse)
+
+
+@pytest.fixture(scope="session")
+def session_lake(session_warehouse: Path) -> Lake:
+    """pyiceberg's view of the Iceberg tables in the session catalog."""
+    return Lake(session_warehouse / "iceberg", catalog=SESSION_CATALOG)
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from typing import Any
 from airflow_iceberg.jobs import job_spec
 
 CATALOG = "lake"
+#: Spark's session catalog, configured as Iceberg's SparkSessionCatalog in the shared session.
+SESSION_CATALOG = "spark_catalog"
 NAMESPACE = "db"
 _VERSION_RE = re.compile(r"^v(\d+)\.metadata\.json$")
 
@@ -22,12 +24,13 @@ _VERSION_RE = re.compile(r"^v(\d+)\.metadata\.json$")
 class Lake:
     """Read Iceberg tables of the test warehouse straight from their metadata files."""
 
-    def __init__(self, warehouse: Path) -> None:
+    def __init__(self, warehouse: Path, catalog: str = CATALOG) -> None:
         self.warehouse = warehouse
+        self.catalog = catalog
 
     def _metadata_dir(self, table: str) -> Path:
         catalog, *namespace, name = table.split(".")
-        assert catalog == CATALOG, f"{table} is not in the test catalog"
+        assert catalog == self.catalog, f"{table} is not in catalog {self.catalog}"
         return self.warehouse.joinpath(*namespace, name, "metadata")
 
     def version(self, table: str) -> int | None:

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from airflow_iceberg.jobs import table_state
+from airflow_iceberg.jobs.commits import earlier_commit
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec, parse_argv
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.reads import read_table
-from airflow_iceberg.jobs.writes import write_table
+from airflow_iceberg.jobs.table_state import find_commit, ref_head
+from airflow_iceberg.jobs.writes import with_default_validate_from, write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
@@ -86,3 +89,78 @@ def test_files_of_a_write_that_never_committed_are_found_and_removed(spark, lake
     assert removed["orphan_file_count"] == 1 and not stray.exists()
     assert lake.state(table) == state
     assert lake.ids(table) == [1, 2]
+
+
+def test_a_rolled_back_commit_is_not_found_so_the_repair_writes_again(spark, lake, table):
+    """Roll back, fix, clear: the cleared task must write, although its rolled-back snapshot still exists."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    base = lake.current_snapshot_id(table)
+    wrong = write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{table.split('.', 1)[1]}', {base})")
+    assert lake.current_snapshot_id(table) == base and lake.ids(table) == [1, 2]
+
+    fixed = values_query([(3, "c")], "id, name")
+    repaired = write_table(spark, write_spec(table, "append", fixed), commit_id=TRY_KEY, reuse_commit=True)
+
+    assert "reused_earlier_commit" not in repaired
+    assert repaired["snapshot_id"] == lake.current_snapshot_id(table) != wrong["snapshot_id"]
+    assert repaired["parent_snapshot_id"] == base
+    assert lake.ids(table) == [1, 2, 3]
+    # A plain retry after the repair (no rollback) still finds the repair's commit.
+    retried = write_table(spark, write_spec(table, "append", fixed), commit_id=TRY_KEY, reuse_commit=True)
+    assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == repaired["snapshot_id"]
+    assert lake.ids(table) == [1, 2, 3]
+
+
+def test_commits_are_looked_up_in_the_history_of_the_ref_being_written(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    base = lake.current_snapshot_id(table)
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit AS OF VERSION {base}")
+    appended = write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY)
+
+    assert find_commit(spark, table, TRY_KEY)["snapshot_id"] == appended["snapshot_id"]
+    assert find_commit(spark, table, TRY_KEY, ref="audit") is None
+    assert earlier_commit(spark, table, TRY_KEY, ref="audit") is None
+    assert find_commit(spark, table, TRY_KEY, ref="no_such_branch") is None
+    assert (ref_head(spark, table), ref_head(spark, table, "audit")) == (appended["snapshot_id"], base)
+
+
+def test_isolation_pins_validate_from_to_the_head_of_the_ref_being_written(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    base = lake.current_snapshot_id(table)
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit AS OF VERSION {base}")
+    head = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    spec = write_spec(table, "overwrite_partitions", ROWS, write_options={"isolation-level": "serializable"})
+
+    pinned = {ref: with_default_validate_from(spark, spec, ref).write_options for ref in ("main", "audit")}
+
+    assert pinned["main"]["validate-from-snapshot-id"] == str(head)
+    assert pinned["audit"]["validate-from-snapshot-id"] == str(base)
+
+
+def test_an_empty_dynamic_overwrite_reports_no_commit_not_the_current_snapshot(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=("name",)))
+    before = lake.state(table)
+
+    nothing = f"SELECT * FROM ({ROWS}) WHERE id < 0"
+    result = write_table(spark, write_spec(table, "overwrite_partitions", nothing), commit_id=TRY_KEY)
+
+    assert lake.state(table) == before  # Iceberg skipped the commit ...
+    assert (result["committed"], result["snapshot_id"]) == (False, None)  # ... and the result says so
+    assert "added_records" not in result
+
+
+def test_past_the_walk_limit_the_lookup_still_searches_only_the_refs_history(spark, lake, table, monkeypatch):
+    write_table(spark, write_spec(table, "create", ROWS))
+    base = lake.current_snapshot_id(table)
+    old = write_table(spark, write_spec(table, "append", ROWS), commit_id="old")
+    write_table(spark, write_spec(table, "append", ROWS), commit_id="newer")
+    rolled_back = write_table(spark, write_spec(table, "append", ROWS), commit_id="rolled-back")
+    name = table.split(".", 1)[1]
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{name}', {rolled_back['parent_snapshot_id']})")
+    monkeypatch.setattr(table_state, "ANCESTOR_WALK_LIMIT", 1)  # the head only; the rest via Spark
+
+    assert find_commit(spark, table, "old")["snapshot_id"] == old["snapshot_id"]
+    assert find_commit(spark, table, "rolled-back") is None
+    assert find_commit(spark, table, "never") is None
+    assert find_commit(spark, table, "newer")["parent_snapshot_id"] == old["snapshot_id"] != base

@@ -140,3 +140,19 @@ def test_invalid_argv_fails_before_any_spark_work(tmp_path):
 def test_read_spec_selector_names_the_kind_of_read():
     assert ReadSpec("lake.db.t", start_snapshot_id=1).validated().selector == "start_snapshot_id"
     assert ReadSpec("lake.db.t").validated().selector is None
+
+
+def test_preview_rows_go_to_the_result_file_not_to_the_log(spark, table, tmp_path, capsys):
+    """spark-submit's stdout becomes task-log lines; rows may hold personal data."""
+    rows = values_query([(1, "alice@example.com"), (2, "bob@example.com")], "id, email")
+    iceberg_job.main(_argv(WriteSpec(table, "create", Source(query=rows)), tmp_path / "w.json"))
+    capsys.readouterr()
+    result_file = tmp_path / "r.json"
+
+    assert iceberg_job.main(_argv(ReadSpec(table, preview_rows=5), result_file)) == 0
+
+    logged = capsys.readouterr().out
+    assert "airflow-iceberg result:" in logged and '"row_count": 2' in logged
+    assert "example.com" not in logged
+    preview = json.loads(result_file.read_text())["preview"]
+    assert sorted(row["email"] for row in preview) == ["alice@example.com", "bob@example.com"]

@@ -340,3 +340,21 @@ def test_sink_path_mode_error_refuses_existing_files(spark, history, tmp_path):
         read_table(spark, read_spec(history.table, sink_path=str(out), sink_path_mode="error"))
     read_table(spark, read_spec(history.table, sink_path=str(out), sink_path_mode="append"))
     assert len(_read_files(out, "parquet")) == 6
+
+
+@pytest.mark.parametrize("sink", ["table", "path"])
+def test_a_filtered_sink_write_counts_its_rows_without_a_scan_of_its_own(
+    spark, history, new_table, tmp_path, monkeypatch, sink
+):
+    """row_count comes from the sink commit's added-records, or is observed while files are written."""
+    from pyspark.sql import DataFrame
+
+    def count(self):
+        raise AssertionError("a separate count() scans the rows a second time")
+
+    monkeypatch.setattr(DataFrame, "count", count)
+    target = {"sink_table": new_table("sink")} if sink == "table" else {"sink_path": str(tmp_path / "out")}
+
+    result = read_table(spark, read_spec(history.table, filter="id >= 2", **target))
+
+    assert result["row_count"] == 2

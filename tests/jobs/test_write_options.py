@@ -64,19 +64,29 @@ def test_snapshot_property_lands_in_the_summary(spark, lake, table):
     assert lake.summary(table)["source-system"] == "crm"
 
 
+#: Spark resolves a writer's columns itself (by name, adding null checks) unless the table accepts
+#: any schema; then Iceberg's own checks decide, and check-nullability / check-ordering matter.
+ACCEPTS_ANY_SCHEMA = "TBLPROPERTIES ('write.spark.accept-any-schema'='true')"
+
+
 @pytest.mark.parametrize("check_nullability", ["true", "false"])
-def test_check_nullability_accepts_non_null_values_into_a_required_column(
+def test_check_nullability_decides_whether_a_nullable_column_may_fill_a_required_one(
     spark, lake, table, check_nullability
 ):
-    spark.sql(f"CREATE TABLE {table} (id INT NOT NULL, part STRING) USING iceberg")
+    spark.sql(f"CREATE TABLE {table} (id INT NOT NULL, part STRING) USING iceberg {ACCEPTS_ANY_SCHEMA}")
     # CAST makes the source column nullable, although no value is null.
     source = "SELECT CAST(x AS INT) AS id, 'a' AS part FROM VALUES ('1'), ('2') AS v(x)"
+    spec = write_spec(table, "append", source, write_options={"check-nullability": check_nullability})
+    before = lake.state(table)
 
-    write_table(
-        spark, write_spec(table, "append", source, write_options={"check-nullability": check_nullability})
-    )
-
-    assert lake.ids(table) == [1, 2]
+    if check_nullability == "true":
+        with pytest.raises(Exception) as raised:
+            write_table(spark, spec)
+        assert "id should be required, but is optional" in str(raised.value)
+        assert lake.state(table) == before
+    else:
+        write_table(spark, spec)
+        assert lake.ids(table) == [1, 2]
     assert lake.load(table).schema().find_field("id").required
 
 
@@ -105,15 +115,21 @@ def test_fanout_writer_handles_unclustered_partitions(spark, lake, table):
 
 
 @pytest.mark.parametrize("check_ordering", ["true", "false"])
-def test_columns_are_matched_by_name_whatever_check_ordering_says(spark, lake, table, check_ordering):
-    write_table(spark, write_spec(table, "create", ROWS))
-    write_table(
-        spark,
-        write_spec(
-            table, "append", "SELECT 'z' AS part, 26 AS id", write_options={"check-ordering": check_ordering}
-        ),
+def test_check_ordering_decides_whether_columns_may_come_in_another_order(spark, lake, table, check_ordering):
+    spark.sql(f"CREATE TABLE {table} (id INT, part STRING) USING iceberg {ACCEPTS_ANY_SCHEMA}")
+    spec = write_spec(
+        table, "append", "SELECT 'z' AS part, 26 AS id", write_options={"check-ordering": check_ordering}
     )
-    assert lake.rows(table)[-1] == {"id": 26, "part": "z"}
+    before = lake.state(table)
+
+    if check_ordering == "true":
+        with pytest.raises(Exception) as raised:
+            write_table(spark, spec)
+        assert "out of order" in str(raised.value)
+        assert lake.state(table) == before
+    else:
+        write_table(spark, spec)
+        assert lake.rows(table) == [{"id": 26, "part": "z"}]  # matched by name
 
 
 @pytest.fixture

@@ -179,3 +179,54 @@ def test_option_values_with_equals_signs_survive():
         ).validated()
     )
     assert parse_argv(request.to_argv()).spec.source.options == {"sep": "=", "nullValue": "a=b"}
+
+
+@pytest.mark.parametrize(
+    ("query", "statement"),
+    [
+        ("WITH x AS (SELECT 1) DELETE FROM acc.emr_db.sample WHERE id > 3", "DELETE FROM"),
+        ("WITH s AS (SELECT 1 AS id) MERGE INTO db.t USING s ON db.t.id = s.id WHEN MATCHED THEN DELETE",
+         "MERGE INTO"),
+        ("FROM db.src INSERT OVERWRITE TABLE db.other SELECT *", "INSERT OVERWRITE"),
+        ("from db.src\n  insert   into db.other select *", "INSERT INTO"),
+        ("WITH x AS (SELECT 1) UPDATE db.t SET a = 1", r"UPDATE \.\.\. SET"),
+        ("WITH x AS (SELECT 1) DELETE/**/FROM `db`.`t`", "DELETE FROM"),
+        ("WITH x AS (SELECT 1) DELETE -- comment\n FROM db.t", "DELETE FROM"),
+        ("WITH x AS (SELECT 1) INSERT OVERWRITE DIRECTORY '/tmp/x' SELECT * FROM x", "INSERT OVERWRITE"),
+        ("(WITH x AS (SELECT 1) CACHE TABLE c AS SELECT * FROM x)", "CACHE TABLE"),
+    ],
+)
+def test_data_changing_statements_after_a_query_start_are_refused_before_spark(query, statement):
+    with pytest.raises(InvalidSpecError, match=f"holds '{statement}', a statement that changes data"):
+        WriteSpec("db.t", "append", Source(query=query)).validated()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, updated_at, 'DELETE FROM x' AS note FROM db.t",
+        "SELECT `update`, `set` FROM db.t",
+        "SELECT * FROM db.t WHERE status = 'INSERT INTO' -- delete from later\n",
+        "WITH deletes AS (SELECT * FROM db.merge_into) SELECT * FROM deletes",
+    ],
+)
+def test_queries_that_only_mention_those_words_are_accepted(query):
+    assert WriteSpec("db.t", "append", Source(query=query)).validated().source.query == query
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        WriteSpec(
+            "db.t",
+            "overwrite",
+            Source(query="SELECT 1"),
+            condition="id IN (FROM db.t INSERT INTO db.o SELECT *)",
+        ),
+        ReadSpec("db.t", filter="EXISTS (WITH x AS (SELECT 1) DELETE FROM db.t)"),
+    ],
+    ids=["condition", "filter"],
+)
+def test_statements_in_conditions_and_filters_are_refused_before_spark(spec):
+    with pytest.raises(InvalidSpecError, match="a statement that changes data"):
+        spec.validated()

@@ -410,7 +410,7 @@ def test_commits_are_tagged_with_the_task_instance_so_retries_find_them(jdbc_cat
     with patch:
         op.execute({"ti": _ti("append")})
     argv = seen["argv"]
-    assert argv[argv.index("--commit-id") + 1] == "d:append:manual__1:-1"
+    assert argv[argv.index("--commit-id") + 1] == "d:append:manual__1:-1:1:"
     assert "--reuse-commit" in argv
 
 

@@ -1,0 +1,87 @@
+"""User SQL reaches Spark only as a query or as an expression, never as a statement.
+
+A source query, an overwrite condition and a read filter come from DAG authors, templates,
+``params`` or ``dag_run.conf``. ``spark.sql()`` runs a command at once, and Spark's grammar
+accepts data-changing statements that start like a query: ``WITH x AS (...) DELETE FROM t``,
+``WITH s AS (...) MERGE INTO t ...``, ``FROM src INSERT OVERWRITE TABLE other SELECT *``. The
+text check of :func:`~airflow_iceberg.jobs.job_spec.validate_query` refuses the obvious forms
+before Spark starts, but a text check cannot be the only defence. Here Spark's own parser decides:
+
+* a query is refused when Spark parses it as a command (the class is named in the error), and
+  what runs is ``SELECT * FROM (<query>) AS src``, which Spark's grammar accepts only when
+  ``<query>`` is a query: a statement inside parentheses is a syntax error, never executed;
+* a condition or filter becomes a Column through Spark's expression parser, whose grammar holds
+  no statements (a subquery in it is a query).
+
+Parsing executes nothing, so every refusal happens before anything is read or written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from airflow_iceberg.jobs.job_spec import InvalidSpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Parsed-plan classes that change data or session state (and their common parents).
+_STATEMENT_CLASSES = (
+    "org.apache.spark.sql.catalyst.plans.logical.Command",
+    "org.apache.spark.sql.catalyst.plans.logical.ParsedStatement",
+    "org.apache.spark.sql.catalyst.plans.logical.InsertIntoDir",
+)
+_WITH_CLASS = "org.apache.spark.sql.catalyst.plans.logical.UnresolvedWith"
+
+
+def query_frame(spark: SparkSession, query: str, what: str = "source query") -> DataFrame:
+    """The DataFrame of a user's query, refusing anything Spark would run as a statement."""
+    plan = _parse(spark, query, what)
+    statement = _statement_class(spark, plan)
+    if statement is not None:
+        raise InvalidSpecError(
+            f"{what} must be a query, but Spark reads it as {statement}, a statement that would "
+            "change data; it was not run"
+        )
+    wrapped = f"SELECT * FROM (\n{query}\n) AS airflow_iceberg_source"
+    _parse(spark, wrapped, what)  # a statement inside the parentheses fails here, unexecuted
+    return spark.sql(wrapped)
+
+
+def expression(condition: str, what: str) -> Column:
+    """A Column from a user's boolean expression, parsed now (so a bad one fails before any write)."""
+    try:
+        return F.expr(condition)
+    except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
+        raise InvalidSpecError(
+            f"{what} {condition!r} is not one Spark SQL expression: {_first_line(error)}"
+        ) from None
+
+
+def _parse(spark: SparkSession, text: str, what: str) -> Any:
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        return parser.parsePlan(text)
+    except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
+        raise InvalidSpecError(f"{what} is not a single Spark SQL query: {_first_line(error)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of the Java exception's message (Spark's error class and position)."""
+    java = getattr(error, "java_exception", None)
+    message = java.getMessage() if java is not None else str(error)
+    return (message or type(error).__name__).strip().splitlines()[0]
+
+
+def _statement_class(spark: SparkSession, plan: Any) -> str | None:
+    """The class name of the statement ``plan`` is (looking through a leading WITH), or None for a query."""
+    jvm = spark.sparkContext._jvm
+    node = plan
+    if node.getClass().getName() == _WITH_CLASS:
+        node = node.child()
+    for name in _STATEMENT_CLASSES:
+        if jvm.java.lang.Class.forName(name).isInstance(node):
+            return str(node.getClass().getSimpleName())
+    return None
