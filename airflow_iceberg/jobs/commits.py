@@ -14,7 +14,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
-from airflow_iceberg.jobs.table_state import current_snapshot_id, find_commit, snapshot_summary, table_exists
+from airflow_iceberg.jobs.table_state import find_commit, ref_snapshot_id, snapshot_summary, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,7 +53,9 @@ def write_options_for(
     return options
 
 
-def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> dict[str, Any] | None:
+def earlier_commit(
+    spark: SparkSession, table: str, commit_id: str | None, ref: str = "main"
+) -> dict[str, Any] | None:
     """The snapshot an earlier try of the same task committed to ``table``, if there is one.
 
     This is what makes retries exactly-once: a try that committed and then died (killed worker,
@@ -62,7 +64,7 @@ def earlier_commit(spark: SparkSession, table: str, commit_id: str | None) -> di
     """
     if not commit_id or not table_exists(spark, table):
         return None
-    earlier = find_commit(spark, table, commit_id)
+    earlier = find_commit(spark, table, commit_id, ref=ref)
     if earlier is not None:
         print(
             f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
@@ -102,9 +104,11 @@ def with_commit_properties(
         raise
 
 
-def result_of_write(spark: SparkSession, table: str, mode: str, commit_id: str | None) -> dict[str, Any]:
-    found = find_commit(spark, table, commit_id) if commit_id else None
+def result_of_write(
+    spark: SparkSession, table: str, mode: str, commit_id: str | None, ref: str = "main"
+) -> dict[str, Any]:
+    found = find_commit(spark, table, commit_id, ref=ref) if commit_id else None
     if found is None:
-        snapshot_id = current_snapshot_id(spark, table)
+        snapshot_id = ref_snapshot_id(spark, table, ref, "BRANCH")
         found = snapshot_summary(spark, table, snapshot_id) if snapshot_id is not None else {}
     return {"table": table, "mode": mode, **found}

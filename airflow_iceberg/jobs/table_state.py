@@ -130,8 +130,12 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(timezone.utc).isoformat()
 
 
-def find_commit(spark: SparkSession, table: str, commit_id: str) -> dict[str, Any] | None:
-    """Find the snapshot an earlier run tagged with ``commit_id`` in its summary, if any."""
+def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> dict[str, Any] | None:
+    """Find the snapshot an earlier run tagged with ``commit_id`` in its summary, if any.
+
+    ``ref`` is the branch the run writes to. The commit ids of branch writes carry the branch's
+    task, so today every snapshot of the table is searched, whatever the ref.
+    """
     rows = (
         spark.table(f"{table}.snapshots")
         .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)

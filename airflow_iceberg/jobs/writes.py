@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.branches import branch_identifier, ensure_branch
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
     result_of_write,
@@ -167,7 +168,8 @@ def write_table(
     (and the catalog) as it was. With ``reuse_commit``, a commit an earlier try already made is
     returned instead (see :func:`earlier_commit`).
     """
-    earlier = earlier_commit(spark, spec.table, commit_id) if reuse_commit else None
+    ref = spec.branch or "main"
+    earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "mode": spec.mode, **earlier, "reused_earlier_commit": True}
     check_table_state(spark, spec.table, spec.mode)
@@ -179,17 +181,20 @@ def write_table(
     else:
         check_source_fits_table(spark, spec, df.columns)
         check_validate_from(spark, spec)
+    if spec.branch:
+        ensure_branch(spark, spec.table, spec.branch)  # after every check: a failed write adds no branch
     if spec.created_with_sql:
         properties = snapshot_properties_for(spec.write_options, commit_id, commit_properties)
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
         _write_frame(df, spec, options)
-    return result_of_write(spark, spec.table, spec.mode, commit_id)
+    result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
+    return {**result, "branch": spec.branch} if spec.branch else result
 
 
 def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
-    writer = df.writeTo(spec.table).options(**options)
+    writer = df.writeTo(branch_identifier(spec.table, spec.branch)).options(**options)
     if spec.mode in job_spec.CREATE_MODES:
         writer = writer.using("iceberg")
         for key, value in table_properties_for(spec).items():
