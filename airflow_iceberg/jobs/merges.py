@@ -36,15 +36,20 @@ def check_expressions(spark: SparkSession, expressions: Iterable[tuple[str, str]
     """Parse each ``(what, text)`` with Spark's expression parser: one expression, nothing after it.
 
     The spec already refused ``;`` and comments; this also refuses text that would add a clause
-    to the statement it is spliced into (``t.id = s.id WHEN MATCHED THEN DELETE``).
+    to the statement it is spliced into (``t.id = s.id WHEN MATCHED THEN DELETE``), and a trailing
+    word the parser would take as an alias (``id = 1 OR`` is ``(id = 1) AS OR`` to it).
     """
     parser = spark._jsparkSession.sessionState().sqlParser()
     for what, text in expressions:
         try:
-            parser.parseExpression(text)
+            parsed = parser.parseExpression(text)
         except Exception as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise job_spec.InvalidSpecError(f"{what} {text!r} is not one SQL expression: {first}") from None
+        if "Alias" in parsed.getClass().getSimpleName():
+            raise job_spec.InvalidSpecError(
+                f"{what} {text!r} is not one SQL expression: it ends in a word Spark reads as an alias"
+            )
 
 
 def _merge_expressions(spec: action_specs.MergeSpec) -> list[tuple[str, str]]:
