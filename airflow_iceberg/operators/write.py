@@ -22,6 +22,7 @@ _WRITE_TEMPLATE_FIELDS = (
     "source_path",
     "source_options",
     "write_options",
+    "branch",
 )
 
 
@@ -40,6 +41,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     :param merge_schema: Add columns that are in the source but not in the table
         (``merge-schema`` write option; the table needs ``write.spark.accept-any-schema=true``,
         which the create operator sets when ``merge_schema`` is true). Default False.
+    :param branch: Write to this branch instead of ``main`` (write-audit-publish): it is created
+        from ``main``'s current snapshot when missing, and ``main`` does not change. Not for the
+        create operator. (templated)
     """
 
     mode: ClassVar[str]
@@ -55,6 +59,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         source_options: Mapping[str, Any] | None = None,
         write_options: Mapping[str, Any] | None = None,
         merge_schema: bool = False,
+        branch: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -65,6 +70,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         self.source_options = dict(source_options or {})
         self.write_options = dict(write_options or {})
         self.merge_schema = merge_schema
+        self.branch = branch
 
     def build_spec(self) -> WriteSpec:
         return WriteSpec(
@@ -79,6 +85,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             ),
             write_options=self.write_options,
             merge_schema=self.merge_schema,
+            branch=self.branch or None,
         )
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:
