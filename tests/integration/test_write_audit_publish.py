@@ -1,0 +1,115 @@
+"""The write-audit-publish example DAG, run by real Airflow with spark-submit, checked with pyiceberg.
+
+One full run tells the success story: the merge lands on a branch only, the audit reads that
+branch, the check passes, main is fast-forwarded to the merge's snapshot, the branch is dropped
+and the snapshot tagged. A second run takes the failure path cheaply: the table is kept (its
+create task is marked successful without running) and the check is given a threshold no branch
+meets, so the merge and audit run, the check fails, and publish never runs: main is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from scripts.show_table import load_table
+from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
+
+DAG_ID = "iceberg_write_audit_publish"
+
+
+@pytest.fixture(scope="module")
+def wap(airflow_runner, tmp_path_factory):
+    """Run the success story, then the failing audit; return what each left behind."""
+    warehouse = tmp_path_factory.mktemp("wap_warehouse")
+    connections = {
+        "iceberg_catalog_default": hadoop_catalog_connection(warehouse),
+        "spark_default": spark_connection(),
+    }
+
+    def run(day: str, *extra: str):
+        return airflow_runner.airflow("dags", "test", DAG_ID, day, *extra, connections=connections)
+
+    success = run("2024-01-02")
+    assert success.returncode == 0, (success.stdout + success.stderr)[-5000:]
+    published = load_table(warehouse, "wap_demo.orders")
+    xcoms = {
+        task: airflow_runner.xcom(DAG_ID, task)
+        for task in ("merge_changes", "audit", "check_audit", "publish", "tag_end_of_day")
+    }
+    failure = run(
+        "2024-01-03", "-c", json.dumps({"max_bad_rows": -1}), "--mark-success-pattern", "create_orders"
+    )
+    return {
+        "published": published,
+        "xcoms": xcoms,
+        "failure": failure,
+        "after_failure": load_table(warehouse, "wap_demo.orders"),
+        "failed_run_states": _task_states(airflow_runner, "2024-01-03"),
+    }
+
+
+def _task_states(airflow_runner, day: str) -> dict[str, str]:
+    with sqlite3.connect(airflow_runner.home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT ti.task_id, ti.state FROM task_instance ti JOIN dag_run dr "
+            "ON ti.dag_id = dr.dag_id AND ti.run_id = dr.run_id "
+            "WHERE ti.dag_id = ? AND dr.logical_date LIKE ?",
+            (DAG_ID, f"{day}%"),
+        ).fetchall()
+    return dict(rows)
+
+
+def _rows(table, snapshot_id=None):
+    scan = table.scan(snapshot_id=snapshot_id) if snapshot_id else table.scan()
+    return sorted((r["order_id"], r["customer_id"], float(r["amount"])) for r in scan.to_arrow().to_pylist())
+
+
+def test_audited_changes_are_published_to_main_and_tagged(wap):
+    orders, xcoms = wap["published"], wap["xcoms"]
+    merge = xcoms["merge_changes"]
+    assert _rows(orders) == [
+        (1, 11, 19.5),
+        (2, 12, 7.25),
+        (4, 14, 20.0),
+        (5, 15, 25.0),
+        (10, 14, 42.0),
+        (11, 15, 8.0),
+    ]
+    refs = {
+        name: (ref.snapshot_ref_type.value, ref.snapshot_id) for name, ref in orders.metadata.refs.items()
+    }
+    assert refs == {"main": ("branch", merge["snapshot_id"]), "eod_20240102": ("tag", merge["snapshot_id"])}
+    assert orders.metadata.refs["eod_20240102"].max_ref_age_ms == 30 * 24 * 3600 * 1000
+    summary = orders.snapshot_by_id(merge["snapshot_id"]).summary
+    assert summary["airflow-iceberg.commit-id"].startswith(f"{DAG_ID}:merge_changes:")
+    assert (merge["branch"], merge["committed"], merge["total_records"]) == ("audit_20240102", True, 6)
+    assert (xcoms["audit"]["selector"], xcoms["audit"]["row_count"]) == ("branch", 0)
+    assert xcoms["audit"]["snapshot_id"] == merge["snapshot_id"]
+    assert xcoms["check_audit"] == 6
+    publish = xcoms["publish"]
+    assert (publish["previous_snapshot_id"], publish["snapshot_id"]) == (
+        merge["parent_snapshot_id"],
+        merge["snapshot_id"],
+    )
+    assert publish["branch_dropped"] is True and xcoms["tag_end_of_day"]["tag"] == "eod_20240102"
+
+
+def test_a_failed_audit_leaves_main_untouched_and_the_branch_for_inspection(wap):
+    before, after = wap["published"], wap["after_failure"]
+    assert wap["failed_run_states"] == {
+        "create_orders": "success",  # marked, not run: the table of the first run is kept
+        "merge_changes": "success",
+        "audit": "success",
+        "check_audit": "failed",
+        "publish": "upstream_failed",
+        "tag_end_of_day": "upstream_failed",
+    }
+    assert "audit failed: 0 rows match" in wap["failure"].stdout + wap["failure"].stderr
+    refs = after.metadata.refs
+    assert refs["main"].snapshot_id == before.metadata.refs["main"].snapshot_id
+    assert _rows(after) == _rows(before)
+    assert set(refs) == {"main", "eod_20240102", "audit_20240103"}
+    assert _rows(after, refs["audit_20240103"].snapshot_id) != _rows(after)  # the merge is on the branch only
