@@ -85,15 +85,20 @@ with DAG(
     audit = IcebergTimeTravelReadOperator(task_id="audit", table=ORDERS, branch=BRANCH, filter=BAD_ROWS)
 
     @task
-    def check_audit(audit_result: dict, merge_result: dict, params: dict | None = None) -> int:
-        """Fail the run, so nothing is published, when the branch holds rows that break the rules."""
+    def check_audit(audit_result: dict, merge_result: dict, params: dict | None = None) -> dict:
+        """Fail the run, so nothing is published, unless the audit read the merge and found no bad rows."""
         max_bad_rows = int((params or {}).get("max_bad_rows", 0))
+        if audit_result["snapshot_id"] != merge_result["snapshot_id"]:
+            raise AirflowFailException(
+                f"audit read snapshot {audit_result['snapshot_id']}, "
+                f"not the merge's {merge_result['snapshot_id']}"
+            )
         if audit_result["row_count"] > max_bad_rows:
             raise AirflowFailException(
                 f"audit failed: {audit_result['row_count']} rows match {BAD_ROWS!r} on snapshot "
                 f"{audit_result['snapshot_id']} (at most {max_bad_rows} allowed); main is unchanged"
             )
-        return merge_result["total_records"]
+        return {"audited_snapshot_id": audit_result["snapshot_id"], "bad_rows": audit_result["row_count"]}
 
     checked = check_audit(audit.output, merge_changes.output)
     publish = IcebergPublishOperator(task_id="publish", table=ORDERS, branch=BRANCH, drop_branch=True)

@@ -8,6 +8,8 @@ changes nothing, instead of silently dropping the newer commits of ``main``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs
@@ -32,10 +34,29 @@ def branch_identifier(table: str, branch: str | None) -> str:
     return f"{table}.branch_{branch}" if branch else table
 
 
-def ensure_branch(spark: SparkSession, table: str, branch: str) -> None:
-    """Create ``branch`` from ``main``'s current snapshot unless it exists already."""
-    if ref_snapshot_id(spark, table, branch, "BRANCH") is not None:
+@contextmanager
+def branch_for_commit(spark: SparkSession, table: str, branch: str | None) -> Iterator[None]:
+    """Run the block with ``branch`` existing (made from ``main`` if missing); undo that if the block fails.
+
+    The commit that fails in the block leaves the table as it was, and so does this: a branch it
+    created is dropped again, as long as it still points where it was created (no commit on it).
+    """
+    if not branch:
+        yield
         return
+    created_at = ensure_branch(spark, table, branch)
+    try:
+        yield
+    except BaseException:
+        if created_at is not None and ref_snapshot_id(spark, table, branch, "BRANCH") == created_at:
+            spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {branch}")
+        raise
+
+
+def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
+    """Create ``branch`` from ``main``'s current snapshot unless it exists; return that snapshot if new."""
+    if ref_snapshot_id(spark, table, branch, "BRANCH") is not None:
+        return None
     if ref_snapshot_id(spark, table, branch, "TAG") is not None:
         raise TableStateError(
             f"{branch!r} is a tag of table {table}, not a branch: choose another branch name"
@@ -46,6 +67,7 @@ def ensure_branch(spark: SparkSession, table: str, branch: str) -> None:
         )
     spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {branch}")
     print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
+    return ref_snapshot_id(spark, table, branch, "BRANCH")
 
 
 def procedure_call(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> list[Any]:

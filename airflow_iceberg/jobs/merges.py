@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs, job_spec
-from airflow_iceberg.jobs.branches import branch_identifier, ensure_branch
+from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import earlier_commit, snapshot_properties_for, with_commit_properties
 from airflow_iceberg.jobs.table_state import (
     TableStateError,
@@ -77,9 +77,7 @@ def merge_into(
     check_expressions(spark, _merge_expressions(spec))
     source = load_source(spark, spec.source)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
-    if spec.branch:
-        ensure_branch(spark, spec.table, spec.branch)
-    before = ref_snapshot_id(spark, spec.table, ref, "BRANCH")
+    before = _head(spark, spec.table, ref)
     sql = (
         f"MERGE INTO {branch_identifier(spec.table, spec.branch)} {action_specs.TARGET_ALIAS} "
         f"USING {view} {action_specs.SOURCE_ALIAS} ON {spec.match_condition} "
@@ -87,7 +85,8 @@ def merge_into(
     )
     source.createOrReplaceTempView(view)
     try:
-        _commit_sql(spark, sql, commit_id, commit_properties)
+        with branch_for_commit(spark, spec.table, spec.branch):
+            _commit_sql(spark, sql, commit_id, commit_properties)
     except Exception as error:
         if "MERGE_CARDINALITY_VIOLATION" not in str(error):
             raise
@@ -115,12 +114,17 @@ def delete_from(
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
-    if spec.branch:
-        ensure_branch(spark, spec.table, spec.branch)
-    before = ref_snapshot_id(spark, spec.table, ref, "BRANCH")
+    before = _head(spark, spec.table, ref)
     sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
-    _commit_sql(spark, sql, commit_id, commit_properties)
+    with branch_for_commit(spark, spec.table, spec.branch):
+        _commit_sql(spark, sql, commit_id, commit_properties)
     return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id, before)}
+
+
+def _head(spark: SparkSession, table: str, ref: str) -> int | None:
+    """Where ``ref`` points now; for a branch still to be made, where it will start (``main``)."""
+    head = ref_snapshot_id(spark, table, ref, "BRANCH")
+    return head if head is not None else ref_snapshot_id(spark, table, "main", "BRANCH")
 
 
 def _commit_sql(

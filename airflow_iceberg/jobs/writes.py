@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
-from airflow_iceberg.jobs.branches import branch_identifier, ensure_branch
+from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
     result_of_write,
@@ -181,14 +181,13 @@ def write_table(
     else:
         check_source_fits_table(spark, spec, df.columns)
         check_validate_from(spark, spec)
-    if spec.branch:
-        ensure_branch(spark, spec.table, spec.branch)  # after every check: a failed write adds no branch
     if spec.created_with_sql:
         properties = snapshot_properties_for(spec.write_options, commit_id, commit_properties)
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
-        _write_frame(df, spec, options)
+        with branch_for_commit(spark, spec.table, spec.branch):  # after every check
+            _write_frame(df, spec, options)
     result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
     return {**result, "branch": spec.branch} if spec.branch else result
 

@@ -7,7 +7,7 @@ import pytest
 from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import PublishError, publish_branch, tag_snapshot
 from airflow_iceberg.jobs.job_spec import Source
-from airflow_iceberg.jobs.merges import delete_from, merge_into
+from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.table_state import ref_snapshot_id
 from airflow_iceberg.jobs.writes import write_table
@@ -77,6 +77,17 @@ def test_publish_fails_clearly_when_main_moved_and_changes_nothing(spark, lake, 
     with pytest.raises(PublishError, match=r"main moved since the branch was made.*main is unchanged"):
         publish_branch(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True).validated())
     assert lake.state(table) == state and "audit" in _refs(lake, table)
+
+
+def test_a_failed_merge_into_a_new_branch_leaves_no_branch_behind(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    main = lake.current_snapshot_id(table)
+    duplicates = Source(query=values_query([(1, "x"), (1, "y")], "id, name"))
+    with pytest.raises(MergeSourceError):
+        merge_into(
+            spark, action_specs.MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
+        )
+    assert _refs(lake, table) == {"main": main}
 
 
 def test_tag_with_retention_and_replace(spark, lake, table):

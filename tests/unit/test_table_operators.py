@@ -280,7 +280,8 @@ def test_templated_lists_and_dicts_are_stored_unchanged_and_normalised_after_ren
         "ds_nodash": "20240102",
         "macros": __import__("airflow.sdk").sdk.macros,
     }
-    merge.render_template_fields(context={**context, "params": {"src": "changes", "key_columns": ["id", "day"]}})
+    params = {"src": "changes", "key_columns": ["id", "day"]}
+    merge.render_template_fields(context={**context, "params": params})
     rewrite.render_template_fields(context={**context, "params": {"opts": {"min-input-files": 2}}})
 
     spec = merge.build_spec().validated()
