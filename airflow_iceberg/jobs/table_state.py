@@ -133,8 +133,9 @@ def _iso(value: datetime | None) -> str | None:
 def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> dict[str, Any] | None:
     """Find the snapshot an earlier run tagged with ``commit_id`` in its summary, if any.
 
-    ``ref`` is the branch the run writes to. The commit ids of branch writes carry the branch's
-    task, so today every snapshot of the table is searched, whatever the ref.
+    ``ref`` is the branch the run commits to (``main`` or a write-audit-publish branch). For now
+    every snapshot of the table is searched, which finds commits on any branch; restricting the
+    search to the ancestors of ``ref`` is a separate change that keeps this signature.
     """
     rows = (
         spark.table(f"{table}.snapshots")

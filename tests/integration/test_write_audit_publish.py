@@ -5,6 +5,7 @@ branch, the check passes, main is fast-forwarded to the merge's snapshot, the br
 and the snapshot tagged. A second run takes the failure path cheaply: the table is kept (its
 create task is marked successful without running) and the check is given a threshold no branch
 meets, so the merge and audit run, the check fails, and publish never runs: main is untouched.
+Then the daily maintenance example DAG compacts yesterday's partition of the same table.
 """
 
 from __future__ import annotations
@@ -42,12 +43,19 @@ def wap(airflow_runner, tmp_path_factory):
     failure = run(
         "2024-01-03", "-c", json.dumps({"max_bad_rows": -1}), "--mark-success-pattern", "create_orders"
     )
+    after_failure = load_table(warehouse, "wap_demo.orders")
+    maintenance = airflow_runner.airflow(
+        "dags", "test", "iceberg_maintenance_daily", "2024-01-02", connections=connections
+    )
+    assert maintenance.returncode == 0, (maintenance.stdout + maintenance.stderr)[-5000:]
     return {
         "published": published,
         "xcoms": xcoms,
         "failure": failure,
-        "after_failure": load_table(warehouse, "wap_demo.orders"),
+        "after_failure": after_failure,
         "failed_run_states": _task_states(airflow_runner, "2024-01-03"),
+        "compacted": load_table(warehouse, "wap_demo.orders"),
+        "compaction": airflow_runner.xcom("iceberg_maintenance_daily", "compact_yesterday"),
     }
 
 
@@ -118,3 +126,23 @@ def test_a_failed_audit_leaves_main_untouched_and_the_branch_for_inspection(wap)
     branch_head = after.snapshot_by_id(refs["audit_20240103"].snapshot_id)  # the merge, on the branch only
     assert branch_head.parent_snapshot_id == refs["main"].snapshot_id
     assert branch_head.summary["airflow-iceberg.commit-id"].startswith(f"{DAG_ID}:merge_changes:")
+
+
+def _day_files(table, day: str) -> tuple[int, int]:
+    """(data files, delete files) of one day's partition of the current snapshot."""
+    tasks = list(table.scan(row_filter=f"order_date == '{day}'").plan_files())
+    return len(tasks), sum(len(task.delete_files) for task in tasks)
+
+
+def test_daily_maintenance_compacts_yesterdays_partition_and_keeps_every_row(wap):
+    before, after, compaction = wap["after_failure"], wap["compacted"], wap["compaction"]
+    assert _rows(after) == _rows(before)
+    files_before, deletes_before = _day_files(before, "2024-01-01")
+    assert files_before >= 2 and deletes_before >= 1  # the merge's new file and its position deletes
+    assert _day_files(after, "2024-01-01") == (1, 0)
+    assert _day_files(after, "2024-01-02") == _day_files(before, "2024-01-02")  # today's: untouched
+    assert (compaction["rewritten_data_files_count"], compaction["added_data_files_count"]) == (
+        files_before,
+        1,
+    )
+    assert compaction["snapshot_id"] == after.metadata.refs["main"].snapshot_id
