@@ -114,6 +114,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_iceberg.operators.write",
                     "airflow_iceberg.operators.read",
+                    "airflow_iceberg.operators.merge",
+                    "airflow_iceberg.operators.branches",
                     "airflow_iceberg.operators.maintenance",
                 ],
             }

@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs import action_specs, job_spec, upkeep
+from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
+from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
@@ -57,11 +59,32 @@ def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
     return sorted(secrets)
 
 
+#: The functions of the actions that change a table's rows, and so take a commit id.
+COMMITTING_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
+    job_spec.WriteSpec: write_table,
+    job_spec.ReadSpec: read_table,  # its sink
+    action_specs.MergeSpec: merge_into,
+    action_specs.DeleteSpec: delete_from,
+}
+#: The functions of the actions that take their spec alone.
+OTHER_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
+    job_spec.OrphanFilesSpec: remove_orphan_files,
+    action_specs.PublishSpec: publish_branch,
+    action_specs.TagSpec: tag_snapshot,
+    action_specs.ExpireSnapshotsSpec: upkeep.expire_snapshots,
+    action_specs.RewriteDataFilesSpec: upkeep.rewrite_data_files,
+    action_specs.RewriteManifestsSpec: upkeep.rewrite_manifests,
+    action_specs.RewritePositionDeletesSpec: upkeep.rewrite_position_deletes,
+    action_specs.RollbackSpec: upkeep.rollback,
+}
+
+
 def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
-    """Dispatch one parsed request to the write, read or maintenance function."""
-    if isinstance(request.spec, job_spec.OrphanFilesSpec):
-        return remove_orphan_files(spark, request.spec)
-    action = write_table if isinstance(request.spec, job_spec.WriteSpec) else read_table
+    """Dispatch one parsed request to the function of its action."""
+    kind = type(request.spec)
+    if kind in OTHER_ACTIONS:
+        return OTHER_ACTIONS[kind](spark, request.spec)
+    action = COMMITTING_ACTIONS[kind]
     return action(
         spark,
         request.spec,

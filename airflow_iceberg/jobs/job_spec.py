@@ -19,6 +19,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from airflow_iceberg.jobs.action_specs import ActionSpec
 
 
 class InvalidSpecError(ValueError):
@@ -311,6 +315,8 @@ class WriteSpec:
     write_options: dict[str, str] = field(default_factory=dict)
     condition: str | None = None
     merge_schema: bool = False
+    #: Write to this branch instead of ``main`` (created from ``main``'s current snapshot when missing).
+    branch: str | None = None
 
     def validated(self) -> WriteSpec:
         """Return a copy with normalised options, or raise :class:`InvalidSpecError` naming the field."""
@@ -333,6 +339,8 @@ class WriteSpec:
             raise InvalidSpecError("condition is required by mode 'overwrite' and only allowed there")
         if self.condition is not None:
             validate_condition(self.condition)
+        if self.branch is not None:
+            self._check_branch()
         write_options = validate_options(self.write_options, "write option")
         self._check_write_options(write_options)
         return dataclasses.replace(
@@ -342,6 +350,16 @@ class WriteSpec:
             table_properties=validate_options(self.table_properties, "table property"),
             write_options=write_options,
         )
+
+    def _check_branch(self) -> None:
+        validate_name(self.branch, "branch")
+        if self.mode in CREATE_MODES:
+            raise InvalidSpecError(
+                f"branch applies to writes into an existing table, not to mode {self.mode!r}: create the "
+                "table on main first"
+            )
+        if self.branch == "main":
+            raise InvalidSpecError("branch 'main' is the table itself: leave branch unset to write to main")
 
     @property
     def created_with_sql(self) -> bool:
@@ -377,6 +395,8 @@ class WriteSpec:
             argv += ["--condition", self.condition]
         if self.merge_schema:
             argv += ["--merge-schema"]
+        if self.branch is not None:
+            argv += ["--branch", self.branch]
         return argv
 
 
@@ -521,27 +541,35 @@ class OrphanFilesSpec:
     """Iceberg's ``remove_orphan_files`` procedure: files under the table no snapshot references.
 
     A write that was killed before it committed leaves its data files behind; they are never
-    read, but they take space until this removes them. ``dry_run`` only lists them.
+    read, but they take space until this removes them. By default (``dry_run``) it only lists
+    them. ``older_than`` must be at least 24 hours ago (Iceberg's safety floor: a younger file may
+    belong to a write still running) unless ``allow_recent_files`` says the user knows better.
     """
 
     table: str
     older_than: int | None = None  # epoch ms; Iceberg's default is three days ago
-    dry_run: bool = False
+    dry_run: bool = True
+    allow_recent_files: bool = False
 
     def validated(self) -> OrphanFilesSpec:
+        from airflow_iceberg.jobs.action_specs import check_orphan_floor
+
         validate_table_identifier(self.table)
         if self.older_than is not None and (isinstance(self.older_than, bool) or self.older_than < 0):
             raise InvalidSpecError(f"older_than must be epoch milliseconds, got {self.older_than!r}")
+        check_orphan_floor(self.older_than, self.allow_recent_files)
         return self
 
     def to_argv(self) -> list[str]:
         argv = ["remove-orphan-files", "--table", self.table]
         if self.older_than is not None:
             argv += ["--older-than", str(self.older_than)]
-        return argv + (["--dry-run"] if self.dry_run else [])
+        argv += [] if self.dry_run else ["--delete"]
+        return argv + (["--allow-recent-files"] if self.allow_recent_files else [])
 
 
-JobSpec = WriteSpec | ReadSpec | OrphanFilesSpec
+#: What a job does. :mod:`.action_specs` holds the merge, delete, branch, tag and upkeep specs.
+JobSpec = Union[WriteSpec, ReadSpec, OrphanFilesSpec, "ActionSpec"]
 
 
 @dataclass(frozen=True)
@@ -619,6 +647,7 @@ def _build_parser() -> argparse.ArgumentParser:
     write.add_argument("--write-option", type=_pair, action="append", default=[])
     write.add_argument("--condition")
     write.add_argument("--merge-schema", action="store_true")
+    write.add_argument("--branch")
 
     read = actions.add_parser("read")
     read.add_argument("--table", required=True)
@@ -643,7 +672,13 @@ def _build_parser() -> argparse.ArgumentParser:
     orphans = actions.add_parser("remove-orphan-files")
     orphans.add_argument("--table", required=True)
     orphans.add_argument("--older-than", type=int)
-    orphans.add_argument("--dry-run", action="store_true")
+    orphans.add_argument("--delete", action="store_true")
+    orphans.add_argument("--allow-recent-files", action="store_true")
+
+    from airflow_iceberg.jobs.action_specs import ACTION_SPECS  # imports this module: not at the top
+
+    for name, spec_class in ACTION_SPECS.items():
+        spec_class.add_arguments(actions.add_parser(name))
     return parser
 
 
@@ -651,8 +686,13 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
     """Parse the job's application arguments back into a validated :class:`JobRequest`."""
     args = _build_parser().parse_args(list(argv))
     spec: JobSpec
-    if args.action == "remove-orphan-files":
-        spec = OrphanFilesSpec(table=args.table, older_than=args.older_than, dry_run=args.dry_run)
+    from airflow_iceberg.jobs.action_specs import ACTION_SPECS
+
+    if args.action in ACTION_SPECS:
+        spec = ACTION_SPECS[args.action].from_args(args)
+    elif args.action == "remove-orphan-files":
+        spec = OrphanFilesSpec(table=args.table, older_than=args.older_than, dry_run=not args.delete,
+                               allow_recent_files=args.allow_recent_files)
     elif args.action == "write":
         spec = WriteSpec(
             table=args.table,
@@ -664,6 +704,7 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             write_options=dict(args.write_option),
             condition=args.condition,
             merge_schema=args.merge_schema,
+            branch=args.branch,
         )
     else:
         spec = ReadSpec(

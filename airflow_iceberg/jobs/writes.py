@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec, user_sql
+from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
     new_commit_id,
@@ -171,7 +172,8 @@ def write_table(
     one when none is given); ``committed: false`` means Iceberg made no commit (an empty
     dynamic overwrite).
     """
-    earlier = earlier_commit(spark, spec.table, commit_id) if reuse_commit else None
+    ref = spec.branch or "main"
+    earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "mode": spec.mode, "committed": True, **earlier,
                 "reused_earlier_commit": True}
@@ -179,7 +181,7 @@ def write_table(
     check_table_state(spark, spec.table, spec.mode)
     if spec.condition is not None:
         user_sql.expression(spec.condition, "overwrite condition")  # parsed before anything is read
-    spec = with_default_validate_from(spark, spec)  # before the source is read
+    spec = with_default_validate_from(spark, spec, ref=ref)  # before the source is read
     df = load_source(spark, spec.source)
     if spec.mode in job_spec.CREATE_MODES:
         check_partition_columns(spec, df.columns)
@@ -192,14 +194,16 @@ def write_table(
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
-        _write_frame(df, spec, options)
-    return result_of_write(spark, spec.table, spec.mode, commit_id)
+        with branch_for_commit(spark, spec.table, spec.branch):  # after every check
+            _write_frame(df, spec, options)
+    result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
+    return {**result, "branch": spec.branch} if spec.branch else result
 
 
 def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
     write_frame(
         df,
-        spec.table,
+        branch_identifier(spec.table, spec.branch),
         spec.mode,
         options,
         table_properties=table_properties_for(spec),

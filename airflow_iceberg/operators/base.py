@@ -9,6 +9,7 @@ result as the task's XCom.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -135,8 +136,12 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         return result
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> JobSpec:
-        """Return the spec with every table identifier qualified by its catalog."""
-        raise NotImplementedError
+        """Return the spec with every table identifier qualified by its catalog.
+
+        This default qualifies ``table``, the only identifier most specs have; specs that name
+        other tables (sources, sinks) override it.
+        """
+        return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
 
     def _commit_id(self, context: Context) -> str:
         """The id a commit is tagged with: the same for a retry, new for a cleared (repaired) task.

@@ -23,6 +23,7 @@ _WRITE_TEMPLATE_FIELDS = (
     "source_path",
     "source_options",
     "write_options",
+    "branch",
 )
 
 
@@ -41,6 +42,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     :param merge_schema: Add columns that are in the source but not in the table
         (``merge-schema`` write option; the table needs ``write.spark.accept-any-schema=true``,
         which the create operator sets when ``merge_schema`` is true). Default False.
+    :param branch: Write to this branch instead of ``main`` (write-audit-publish): it is created
+        from ``main``'s current snapshot when missing, and ``main`` does not change. Not for the
+        create operator. (templated)
     """
 
     mode: ClassVar[str]
@@ -56,6 +60,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         source_options: Mapping[str, Any] | None = None,
         write_options: Mapping[str, Any] | None = None,
         merge_schema: bool = False,
+        branch: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -66,6 +71,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         self.source_options = source_options
         self.write_options = write_options
         self.merge_schema = merge_schema
+        self.branch = branch
 
     def build_spec(self) -> WriteSpec:
         return WriteSpec(
@@ -80,6 +86,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             ),
             write_options=as_dict(self.write_options, "write_options"),
             merge_schema=self.merge_schema,
+            branch=self.branch or None,
         )
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:

@@ -82,10 +82,12 @@ def test_files_of_a_write_that_never_committed_are_found_and_removed(spark, lake
     stray.write_bytes(Path(next(data_dir.glob("*.parquet"))).read_bytes())
     cutoff = int(time.time() * 1000) + 1000
 
-    found = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff, dry_run=True))
+    found = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff, allow_recent_files=True))
     assert found["orphan_file_count"] == 1 and found["orphan_files"][0].endswith(stray.name)
     assert stray.exists()
-    removed = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff))
+    removed = remove_orphan_files(
+        spark, OrphanFilesSpec(table, older_than=cutoff, dry_run=False, allow_recent_files=True)
+    )
     assert removed["orphan_file_count"] == 1 and not stray.exists()
     assert lake.state(table) == state
     assert lake.ids(table) == [1, 2]

@@ -107,10 +107,12 @@ with DAG(
         task_id="big_append", table="db.events", source_query=events(1000, BIG_APPEND_ROWS)
     )
     find_orphans = IcebergRemoveOrphanFilesOperator(
-        task_id="find_orphans", table="db.events", older_than="{{ params.older_than }}", dry_run=True
+        task_id="find_orphans", table="db.events", older_than="{{ params.older_than }}",
+        allow_recent_files=True,  # the test knows the killed writes are dead: it killed them
     )
     remove_orphans = IcebergRemoveOrphanFilesOperator(
-        task_id="remove_orphans", table="db.events", older_than="{{ params.older_than }}"
+        task_id="remove_orphans", table="db.events", older_than="{{ params.older_than }}", dry_run=False,
+        allow_recent_files=True,
     )
     create_events >> big_append >> find_orphans >> remove_orphans
 

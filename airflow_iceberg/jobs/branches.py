@@ -1,0 +1,140 @@
+"""Write-audit-publish: writing to a branch, publishing it to ``main``, and tagging snapshots.
+
+A write, merge or delete with ``branch`` lands on that branch only: readers of ``main`` see
+nothing until :func:`publish_branch` fast-forwards ``main`` to it, which is one atomic metadata
+commit. Fast-forward only: if ``main`` moved since the branch was made, publishing fails and
+changes nothing, instead of silently dropping the newer commits of ``main``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs.table_state import (
+    SnapshotNotFoundError,
+    TableStateError,
+    ref_snapshot_id,
+    require_table,
+    snapshot_exists,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class PublishError(TableStateError):
+    """The target branch cannot be fast-forwarded to the audited branch; nothing was changed."""
+
+
+def branch_identifier(table: str, branch: str | None) -> str:
+    """The identifier Spark writes to: ``table.branch_<name>`` for a branch, else the table (``main``)."""
+    return f"{table}.branch_{branch}" if branch else table
+
+
+@contextmanager
+def branch_for_commit(spark: SparkSession, table: str, branch: str | None) -> Iterator[None]:
+    """Run the block with ``branch`` existing (made from ``main`` if missing); undo that if the block fails.
+
+    The commit that fails in the block leaves the table as it was, and so does this: a branch it
+    created is dropped again, as long as it still points where it was created (no commit on it).
+    """
+    if not branch:
+        yield
+        return
+    created_at = ensure_branch(spark, table, branch)
+    try:
+        yield
+    except BaseException:
+        if created_at is not None and ref_snapshot_id(spark, table, branch, "BRANCH") == created_at:
+            spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {branch}")
+        raise
+
+
+def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
+    """Create ``branch`` from ``main``'s current snapshot unless it exists; return that snapshot if new."""
+    if ref_snapshot_id(spark, table, branch, "BRANCH") is not None:
+        return None
+    if ref_snapshot_id(spark, table, branch, "TAG") is not None:
+        raise TableStateError(
+            f"{branch!r} is a tag of table {table}, not a branch: choose another branch name"
+        )
+    if ref_snapshot_id(spark, table, "main", "BRANCH") is None:
+        raise SnapshotNotFoundError(
+            f"table {table} has no snapshot on main to branch {branch!r} from: write to main first"
+        )
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {branch}")
+    print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
+    return ref_snapshot_id(spark, table, branch, "BRANCH")
+
+
+def procedure_call(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> list[Any]:
+    """``CALL <catalog>.system.<procedure>(table => '<ns.table>', ...)``; returns the output rows.
+
+    ``arguments`` values are SQL literals the caller built from validated input.
+    """
+    parts = table.split(".")
+    catalog, name = (
+        (parts[0], ".".join(parts[1:])) if len(parts) > 2 else (spark.catalog.currentCatalog(), table)
+    )
+    named = ", ".join([f"table => '{name}'", *(f"{key} => {value}" for key, value in arguments.items())])
+    return spark.sql(f"CALL {catalog}.system.{procedure}({named})").collect()
+
+
+def publish_branch(spark: SparkSession, spec: action_specs.PublishSpec) -> dict[str, Any]:
+    """Fast-forward ``target_branch`` to ``branch`` (Iceberg's ``fast_forward``), then maybe drop ``branch``.
+
+    Fast-forwarding a branch that is already there is a no-op, so a retry that finds the target
+    already published (and the branch not yet dropped) succeeds.
+    """
+    table = spec.table
+    require_table(spark, table)
+    head = ref_snapshot_id(spark, table, spec.branch, "BRANCH")
+    if head is None:
+        raise SnapshotNotFoundError(
+            f"branch {spec.branch!r} does not exist in table {table}: nothing to publish"
+        )
+    previous = ref_snapshot_id(spark, table, spec.target_branch, "BRANCH")
+    try:
+        procedure_call(
+            spark, table, "fast_forward", {"branch": f"'{spec.target_branch}'", "to": f"'{spec.branch}'"}
+        )
+    except Exception as error:
+        if "not an ancestor" not in str(error):
+            raise
+        raise PublishError(
+            f"cannot publish branch {spec.branch!r} of {table}: {spec.target_branch} moved since the branch "
+            f"was made ({spec.target_branch} is at snapshot {previous}, which is not an ancestor of "
+            f"{spec.branch}'s {head}). {spec.target_branch} is unchanged; rebuild the branch from it"
+        ) from None
+    if spec.drop_branch:
+        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {spec.branch}")
+    return {
+        "table": table,
+        "branch": spec.branch,
+        "target_branch": spec.target_branch,
+        "previous_snapshot_id": previous,
+        "snapshot_id": ref_snapshot_id(spark, table, spec.target_branch, "BRANCH"),
+        "branch_dropped": spec.drop_branch,
+    }
+
+
+def tag_snapshot(spark: SparkSession, spec: action_specs.TagSpec) -> dict[str, Any]:
+    """``ALTER TABLE ... CREATE [OR REPLACE] TAG name [AS OF VERSION id] [RETAIN n DAYS]``."""
+    table = spec.table
+    require_table(spark, table)
+    snapshot_id = (
+        spec.snapshot_id if spec.snapshot_id is not None else ref_snapshot_id(spark, table, "main", "BRANCH")
+    )
+    if snapshot_id is None:
+        raise SnapshotNotFoundError(f"table {table} has no snapshot to tag")
+    if not snapshot_exists(spark, table, snapshot_id):
+        raise SnapshotNotFoundError(f"snapshot_id {snapshot_id} is not a snapshot of table {table}")
+    verb = "CREATE OR REPLACE TAG" if spec.replace else "CREATE TAG"
+    sql = f"ALTER TABLE {table} {verb} {spec.tag} AS OF VERSION {int(snapshot_id)}"
+    if spec.retain_days is not None:
+        sql += f" RETAIN {int(spec.retain_days)} DAYS"
+    spark.sql(sql)
+    return {"table": table, "tag": spec.tag, "snapshot_id": snapshot_id, "retain_days": spec.retain_days}

@@ -1,0 +1,180 @@
+"""Specs of merges, deletes, branches, tags and upkeep: validation before Spark, and the argv contract."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from airflow_iceberg.jobs.action_specs import (
+    DeleteSpec,
+    ExpireSnapshotsSpec,
+    MergeClause,
+    MergeSpec,
+    PublishSpec,
+    RewriteDataFilesSpec,
+    RewriteManifestsSpec,
+    RewritePositionDeletesSpec,
+    RollbackSpec,
+    TagSpec,
+    check_orphan_floor,
+)
+from airflow_iceberg.jobs.job_spec import (
+    InvalidSpecError,
+    JobRequest,
+    OrphanFilesSpec,
+    Source,
+    WriteSpec,
+    parse_argv,
+)
+
+SOURCE = Source(query="SELECT * FROM db.changes")
+DAY_MS = 24 * 3600 * 1000
+
+
+def _merge(**fields) -> MergeSpec:
+    return MergeSpec("cat.db.t", source=fields.pop("source", SOURCE), **fields)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (_merge(), "exactly one of keys"),
+        (_merge(keys=("id",), on="t.id = s.id"), "exactly one of keys"),
+        (_merge(keys=("id; drop",)), "merge key column"),
+        (_merge(on="t.id = s.id; DELETE FROM db.x"), "without ';'"),
+        (_merge(on="t.id = s.id -- WHEN MATCHED THEN DELETE"), "SQL comments"),
+        (_merge(keys=("id",), source=Source(query="WITH x AS (SELECT 1) SELECT 1; DROP TABLE t")), "single"),
+        (_merge(keys=("id",), clauses=({"when": "always", "then": "update"},)), "'when' must be one of"),
+        (_merge(keys=("id",), clauses=({"when": "not_matched", "then": "delete"},)), "allows then=insert"),
+        (_merge(keys=("id",), clauses=({"when": "matched", "then": "update", "sett": {}},)), "keys sett"),
+        (
+            _merge(keys=("id",), clauses=({"when": "matched", "then": "delete", "set": {"a": "1"}},)),
+            "no 'set'",
+        ),
+        (
+            _merge(keys=("id",), clauses=({"when": "not_matched_by_source", "then": "update"},)),
+            "needs 'set'",
+        ),
+        (
+            _merge(keys=("id",), clauses=({"when": "matched", "then": "update", "set": {"a b": "1"}},)),
+            "merge clause column",
+        ),
+        (
+            _merge(keys=("id",), clauses=({"when": "matched", "then": "update", "set": {"a": "1; DROP"}},)),
+            "without ';'",
+        ),
+        (
+            _merge(
+                keys=("id",),
+                clauses=(
+                    {"when": "matched", "then": "delete"},
+                    {"when": "matched", "condition": "s.x", "then": "update"},
+                ),
+            ),
+            "only the last one may omit",
+        ),
+        (_merge(keys=("id",), branch="main"), "leave branch unset"),
+        (_merge(keys=("id",), branch="audit-1"), "branch"),
+        (DeleteSpec("cat.db.t", condition=""), "non-empty"),
+        (DeleteSpec("cat.db.t", condition="1=1; DROP TABLE t"), "without ';'"),
+        (DeleteSpec("cat.db.t", condition="id = 1 /* x */"), "SQL comments"),
+        (PublishSpec("cat.db.t", branch="main"), "nothing to publish"),
+        (PublishSpec("cat.db.t", branch="a b"), "branch"),
+        (TagSpec("cat.db.t", tag="eod", retain_days=0), "retain_days must be a positive"),
+        (TagSpec("cat.db.t", tag="x'y"), "tag"),
+        (ExpireSnapshotsSpec("cat.db.t", retain_last=0), "retain_last"),
+        (RewriteDataFilesSpec("cat.db.t", strategy="zorder"), "strategy must be one of"),
+        (RewriteDataFilesSpec("cat.db.t", sort_order="id"), "only to strategy 'sort'"),
+        (RewriteDataFilesSpec("cat.db.t", strategy="sort", sort_order="id; DROP"), "sort_order"),
+        (RewriteDataFilesSpec("cat.db.t", where="day = 1; DROP TABLE t"), "without ';'"),
+        (RewriteDataFilesSpec("cat.db.t", options={"min-input-files": "two"}), "non-negative integer"),
+        (RewritePositionDeletesSpec("cat.db.t", options={"rewrite-all": "yes"}), "'true' or 'false'"),
+        (RollbackSpec("cat.db.t"), "give one of snapshot_id, timestamp"),
+        (RollbackSpec("cat.db.t", snapshot_id=1, timestamp=2), "exactly one of"),
+        (RewriteManifestsSpec("cat.db.t`"), "invalid part"),
+        (WriteSpec("cat.db.t", "create", Source(query="SELECT 1"), branch="audit"), "not to mode 'create'"),
+    ],
+)
+def test_invalid_specs_name_the_problem(spec, message):
+    with pytest.raises(InvalidSpecError, match=message):
+        spec.validated()
+
+
+def test_a_merge_without_clauses_is_an_upsert_and_its_sql_uses_the_aliases():
+    spec = _merge(keys=("id", "day")).validated()
+    assert spec.match_condition == "t.id = s.id AND t.day = s.day"
+    assert [c.sql() for c in spec.clauses] == [
+        "WHEN MATCHED THEN UPDATE SET *",
+        "WHEN NOT MATCHED THEN INSERT *",
+    ]
+    clause = MergeClause.from_mapping(
+        {"when": "not_matched", "condition": "s.op <> 'D'", "then": "insert", "values": {"id": "s.id"}}
+    )
+    assert clause.validated().sql() == "WHEN NOT MATCHED AND (s.op <> 'D') THEN INSERT (id) VALUES (s.id)"
+    update = MergeClause.from_mapping(
+        {"when": "not_matched_by_source", "then": "update", "set": {"gone": "true"}}
+    )
+    assert update.validated().sql() == "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.gone = true"
+
+
+def test_merge_argv_is_exact_and_round_trips():
+    clauses = ({"when": "matched", "condition": "s.op = 'D'", "then": "delete"},)
+    spec = _merge(on="t.id = s.id", clauses=clauses, branch="audit_1").validated()
+    request = JobRequest(spec=spec, commit_id="d:t:r:-1")
+    assert request.to_argv() == [
+        "--commit-id", "d:t:r:-1", "merge", "--table", "cat.db.t",
+        "--source-query", "SELECT * FROM db.changes",
+        "--on", "t.id = s.id",
+        "--clause", '{"assignments": {}, "condition": "s.op = \'D\'", "then": "delete", "when": "matched"}',
+        "--branch", "audit_1",
+    ]  # fmt: skip
+    assert parse_argv(request.to_argv()) == request
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        DeleteSpec("cat.db.t", condition="id = 'a;b'", branch="b1"),
+        PublishSpec("cat.db.t", branch="audit", target_branch="release", drop_branch=True),
+        TagSpec("cat.db.t", tag="eod", snapshot_id=12, retain_days=7, replace=False),
+        ExpireSnapshotsSpec("cat.db.t", older_than=1704067200000, retain_last=3),
+        RewriteDataFilesSpec(
+            "cat.db.t",
+            strategy="sort",
+            sort_order="zorder(a, b)",
+            where="d >= '2024'",
+            options={"target-file-size-bytes": "1048576", "min-input-files": "2"},
+        ),
+        RewriteManifestsSpec("cat.db.t"),
+        RewritePositionDeletesSpec("cat.db.t", where="d = 1", options={"rewrite-all": "true"}),
+        RollbackSpec("cat.db.t", snapshot_id=5),
+        RollbackSpec("cat.db.t", timestamp=1704067200000),
+        WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), branch="audit_20240102"),
+        OrphanFilesSpec("cat.db.t", older_than=5, dry_run=False, allow_recent_files=True),
+    ],
+)
+def test_every_action_round_trips_through_argv(spec):
+    request = JobRequest(spec=spec.validated())
+    assert parse_argv(request.to_argv()) == request
+
+
+def test_orphan_removal_is_a_dry_run_by_default_and_deletes_only_when_asked():
+    default = OrphanFilesSpec("cat.db.t").validated()
+    assert default.dry_run is True
+    assert default.to_argv() == ["remove-orphan-files", "--table", "cat.db.t"]
+    deleting = OrphanFilesSpec("cat.db.t", dry_run=False).validated()
+    assert deleting.to_argv() == ["remove-orphan-files", "--table", "cat.db.t", "--delete"]
+    assert parse_argv(default.to_argv()).spec.dry_run is True
+    assert parse_argv(deleting.to_argv()).spec.dry_run is False
+
+
+def test_orphan_removal_keeps_the_24_hour_floor_unless_the_user_opts_in():
+    now = int(time.time() * 1000)
+    with pytest.raises(InvalidSpecError, match=r"less than 24 hours ago.*allow_recent_files=True"):
+        OrphanFilesSpec("cat.db.t", older_than=now - DAY_MS + 60_000).validated()
+    OrphanFilesSpec("cat.db.t", older_than=now - DAY_MS - 60_000).validated()  # older than the floor: fine
+    OrphanFilesSpec("cat.db.t", older_than=now, allow_recent_files=True).validated()  # explicit opt-in
+    check_orphan_floor(None, allow_recent_files=False)  # Iceberg's default, three days ago
+    with pytest.raises(InvalidSpecError):
+        check_orphan_floor(1000 + DAY_MS, allow_recent_files=False, now_ms=1000 + DAY_MS + 5)

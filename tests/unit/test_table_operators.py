@@ -1,0 +1,291 @@
+"""Merge, delete, branch, tag and upkeep operators: exact argv, templates, validation before Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pendulum
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, task
+
+from airflow_iceberg.exceptions import InvalidSpecError
+from airflow_iceberg.operators import (
+    IcebergAppendOperator,
+    IcebergDeleteOperator,
+    IcebergExpireSnapshotsOperator,
+    IcebergMergeOperator,
+    IcebergPublishOperator,
+    IcebergRemoveOrphanFilesOperator,
+    IcebergRewriteDataFilesOperator,
+    IcebergRewriteManifestsOperator,
+    IcebergRewritePositionDeleteFilesOperator,
+    IcebergRollbackOperator,
+    IcebergTagOperator,
+)
+
+
+@pytest.fixture
+def catalog(iceberg_connection, spark_connection):
+    return iceberg_connection(
+        "wh", extra={"catalog_name": "demo", "catalog_type": "hadoop", "warehouse": "file:///wh"}
+    )
+
+
+class _TaskInstance:
+    dag_id, task_id, run_id, map_index, try_number = "d", "t", "manual__1", -1, 1
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+        return {"snapshot_id": 42}
+
+
+def _job_argv(op) -> list[str]:
+    """Run ``execute`` with spark-submit replaced; return the job's argv after the commit properties."""
+    seen: dict = {}
+
+    def execute(self, context):
+        seen["argv"] = list(self.application_args)
+        result_file = seen["argv"][seen["argv"].index("--result-file") + 1]
+        Path(result_file).write_text(json.dumps({"status": "success", "table": "demo.db.t"}))
+
+    with mock.patch.object(SparkSubmitOperator, "execute", execute):
+        op.execute({"ti": _TaskInstance()})
+    argv = seen["argv"]
+    action = next(i for i, arg in enumerate(argv) if not arg.startswith("-") and argv[i - 1] not in _VALUED)
+    return argv[action:]
+
+
+_VALUED = {"--result-file", "--commit-id", "--commit-property"}
+
+
+@pytest.mark.parametrize(
+    ("op", "argv"),
+    [
+        (
+            IcebergMergeOperator(
+                task_id="t", table="db.t", source_table="db.changes", keys="id", branch="b1"
+            ),
+            [
+                "merge",
+                "--table",
+                "demo.db.t",
+                "--source-table",
+                "demo.db.changes",
+                "--key",
+                "id",
+                "--clause",
+                '{"assignments": {}, "condition": null, "then": "update", "when": "matched"}',
+                "--clause",
+                '{"assignments": {}, "condition": null, "then": "insert", "when": "not_matched"}',
+                "--branch",
+                "b1",
+            ],
+        ),
+        (
+            IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1"),
+            ["delete", "--table", "demo.db.t", "--condition", "id = 1"],
+        ),
+        (
+            IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1 AS id", branch="audit"),
+            [
+                "write",
+                "--table",
+                "demo.db.t",
+                "--mode",
+                "append",
+                "--source-query",
+                "SELECT 1 AS id",
+                "--branch",
+                "audit",
+            ],
+        ),
+        (
+            IcebergPublishOperator(task_id="t", table="db.t", branch="audit", drop_branch=True),
+            [
+                "publish",
+                "--table",
+                "demo.db.t",
+                "--branch",
+                "audit",
+                "--target-branch",
+                "main",
+                "--drop-branch",
+            ],
+        ),
+        (
+            IcebergTagOperator(task_id="t", table="db.t", tag="eod", snapshot_id="7", retain_days=3),
+            ["tag", "--table", "demo.db.t", "--tag", "eod", "--snapshot-id", "7", "--retain-days", "3"],
+        ),
+        (
+            IcebergExpireSnapshotsOperator(
+                task_id="t", table="db.t", older_than="2024-01-01", retain_last="5"
+            ),
+            [
+                "expire-snapshots",
+                "--table",
+                "demo.db.t",
+                "--older-than",
+                "1704067200000",
+                "--retain-last",
+                "5",
+            ],
+        ),
+        (
+            IcebergRewriteDataFilesOperator(
+                task_id="t", table="db.t", where="day = '2024-01-01'", options={"min-input-files": 2}
+            ),
+            [
+                "rewrite-data-files",
+                "--table",
+                "demo.db.t",
+                "--strategy",
+                "binpack",
+                "--where",
+                "day = '2024-01-01'",
+                "--option",
+                "min-input-files=2",
+            ],
+        ),
+        (
+            IcebergRewriteManifestsOperator(task_id="t", table="db.t"),
+            ["rewrite-manifests", "--table", "demo.db.t"],
+        ),
+        (
+            IcebergRewritePositionDeleteFilesOperator(
+                task_id="t", table="db.t", options={"rewrite-all": True}
+            ),
+            ["rewrite-position-deletes", "--table", "demo.db.t", "--option", "rewrite-all=true"],
+        ),
+        (
+            IcebergRollbackOperator(task_id="t", table="db.t", snapshot_id=9),
+            ["rollback", "--table", "demo.db.t", "--snapshot-id", "9"],
+        ),
+        (
+            IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t"),  # default: report only
+            ["remove-orphan-files", "--table", "demo.db.t"],
+        ),
+        (
+            IcebergRemoveOrphanFilesOperator(
+                task_id="t", table="db.t", older_than="2024-01-01", dry_run=False
+            ),
+            ["remove-orphan-files", "--table", "demo.db.t", "--older-than", "1704067200000", "--delete"],
+        ),
+    ],
+    ids=lambda value: getattr(value, "task_type", None) or "",
+)
+def test_exact_job_argv(catalog, op, argv):
+    op.iceberg_conn_id = catalog
+    assert _job_argv(op) == argv
+
+
+def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
+    seen: dict = {}
+
+    def execute(self, context):
+        seen["argv"] = list(self.application_args)
+        Path(seen["argv"][1]).write_text(json.dumps({"status": "success"}))
+
+    op = IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1", iceberg_conn_id=catalog)
+    with mock.patch.object(SparkSubmitOperator, "execute", execute):
+        op.execute({"ti": _TaskInstance()})
+    argv = seen["argv"]
+    assert argv[argv.index("--commit-id") + 1] == "d:t:manual__1:-1"
+    assert "--reuse-commit" in argv and "airflow.task-id=t" in argv
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        (IcebergMergeOperator(task_id="t", table="db.t", source_query="SELECT 1"), "exactly one of keys"),
+        (
+            IcebergMergeOperator(
+                task_id="t",
+                table="db.t",
+                source_query="SELECT 1",
+                keys=["id"],
+                clauses=[{"when": "matched", "then": "update", "set": {"a": "1; DROP TABLE x"}}],
+            ),
+            "without ';'",
+        ),
+        (IcebergMergeOperator(task_id="t", table="db.t", source_query="DELETE FROM x", keys=["id"]), "query"),
+        (IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1 -- all"), "SQL comments"),
+        (IcebergPublishOperator(task_id="t", table="db.t", branch="main"), "nothing to publish"),
+        (IcebergRollbackOperator(task_id="t", table="db.t"), "give one of"),
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", options="min-input-files=2"), "dict"),
+        (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
+        (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
+        (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
+    ],
+)
+def test_bad_input_fails_before_spark_submit(catalog, op, message):
+    op.iceberg_conn_id = catalog
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(InvalidSpecError, match=message),
+    ):
+        op.execute({"ti": _TaskInstance()})
+
+
+def test_template_fields():
+    assert {"source_query", "source_table", "keys", "on", "clauses", "branch"} <= set(
+        IcebergMergeOperator.template_fields
+    )
+    assert {"condition", "branch"} <= set(IcebergDeleteOperator.template_fields)
+    assert "branch" in IcebergAppendOperator.template_fields
+    assert {"branch", "target_branch"} <= set(IcebergPublishOperator.template_fields)
+    assert {"tag", "snapshot_id"} <= set(IcebergTagOperator.template_fields)
+    assert {"older_than", "retain_last"} <= set(IcebergExpireSnapshotsOperator.template_fields)
+    assert {"where", "options", "sort_order"} <= set(IcebergRewriteDataFilesOperator.template_fields)
+    assert {"snapshot_id", "timestamp"} <= set(IcebergRollbackOperator.template_fields)
+
+
+def test_templated_lists_and_dicts_are_stored_unchanged_and_normalised_after_rendering(catalog):
+    with DAG(
+        "d",
+        schedule=None,
+        start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+        render_template_as_native_obj=True,
+    ):
+
+        @task
+        def clauses():
+            return [{"when": "matched", "then": "delete"}]
+
+        upstream = clauses()
+        merge = IcebergMergeOperator(
+            task_id="merge",
+            table="db.t",
+            source_table="db.{{ params.src }}",
+            keys="{{ params.key_columns }}",
+            clauses=upstream,
+            branch="audit_{{ ds_nodash }}",
+            params={"src": "changes", "key_columns": ["id", "day"]},
+        )
+        rewrite = IcebergRewriteDataFilesOperator(
+            task_id="rewrite",
+            table="db.t",
+            options="{{ params.opts }}",
+            where="day = DATE'{{ macros.ds_add(ds, -1) }}'",
+            params={"opts": {"min-input-files": 2}},
+        )
+    assert merge.clauses is upstream and merge.keys == "{{ params.key_columns }}"  # unchanged until rendered
+    assert rewrite.options == "{{ params.opts }}"
+
+    merge.clauses = [{"when": "matched", "then": "delete"}]  # what the XComArg resolves to at run time
+    context = {
+        "ti": _TaskInstance(),
+        "ds": "2024-01-02",
+        "ds_nodash": "20240102",
+        "macros": __import__("airflow.sdk").sdk.macros,
+    }
+    params = {"src": "changes", "key_columns": ["id", "day"]}
+    merge.render_template_fields(context={**context, "params": params})
+    rewrite.render_template_fields(context={**context, "params": {"opts": {"min-input-files": 2}}})
+
+    spec = merge.build_spec().validated()
+    assert (spec.source.table, spec.keys, spec.branch) == ("db.changes", ("id", "day"), "audit_20240102")
+    assert [clause.sql() for clause in spec.clauses] == ["WHEN MATCHED THEN DELETE"]
+    rewrite_spec = rewrite.build_spec().validated()
+    assert (rewrite_spec.options, rewrite_spec.where) == ({"min-input-files": "2"}, "day = DATE'2024-01-01'")
