@@ -191,7 +191,7 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
     with mock.patch.object(SparkSubmitOperator, "execute", execute):
         op.execute({"ti": _TaskInstance()})
     argv = seen["argv"]
-    assert argv[argv.index("--commit-id") + 1] == "d:t:manual__1:-1"
+    assert argv[argv.index("--commit-id") + 1] == "d:t:manual__1:-1:1:"
     assert "--reuse-commit" in argv and "airflow.task-id=t" in argv
 
 
