@@ -88,6 +88,7 @@ def catalog_properties(config: CatalogConfig) -> dict[str, str]:
     properties.update(_credentials(config))
     for source, extra in (
         ("catalog_properties", config.catalog_properties),
+        ("secret_properties", config.secret_properties),
         ("hadoop_properties", _hadoop_prefixed(config.hadoop_properties)),
     ):
         for key, value in extra.items():
@@ -136,8 +137,9 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
         "spark.redaction.regex": REDACTION_REGEX,
     }
     secret_conf: dict[str, str] = {}
+    secret_keys = config.secret_keys()
     for key, value in catalog_properties(config).items():
-        target = secret_conf if is_secret_property(key) else conf
+        target = secret_conf if key in secret_keys or is_secret_property(key) else conf
         target[f"{prefix}.{key}"] = value
     if config.session_catalog and config.kind == "hive":
         # The wrapped built-in catalog must see the same metastore for the non-Iceberg tables.
