@@ -301,9 +301,8 @@ def config_from_fields(
     if values.get("session_catalog") and "catalog_name" not in values:
         values["catalog_name"] = SESSION_CATALOG_NAME
     uri = _uri(extra.get("uri") or host, port or None)
-    if uri and values.get("catalog_type") == "jdbc" and not uri.startswith("jdbc:"):
-        if _JDBC_SUBPROTOCOL_RE.match(uri):
-            uri = f"jdbc:{uri}"
+    if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
+        uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
     return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
 
 
