@@ -245,22 +245,22 @@ class ConnectionForm:
             time.sleep(0.3)
 
     def type_into(self, element: Any, text: str) -> None:
-        """Replace an input's text by typing, and check it took every key.
+        """Replace an input's text by typing it, or by pasting it when typing lost a key.
 
-        While React re-renders the form after the first keystrokes, Chromium may drop one; a
-        person would notice and retype, and so does this.
+        While React re-renders the form, Chromium under chromedriver now and then drops a key of
+        a long value (a path, a URI); a person would notice and paste it, and so does this.
         """
         from selenium.webdriver.common.keys import Keys
 
-        for _ in range(3):
+        element.send_keys(Keys.CONTROL, "a")
+        element.send_keys(Keys.DELETE)
+        if text:
+            element.send_keys(text)
+        if element.get_attribute("value") != text:
             element.send_keys(Keys.CONTROL, "a")
-            element.send_keys(Keys.DELETE)
-            if text:
-                element.send_keys(text)
-            time.sleep(0.1)
-            if element.get_attribute("value") == text:
-                return
-        raise AssertionError(f"typed {text!r}, the input shows {element.get_attribute('value')!r}")
+            self.driver.execute_script("document.execCommand('insertText', false, arguments[0]);", text)
+        shown = element.get_attribute("value")
+        assert shown == text, f"typed {text!r}, the input shows {shown!r}"
 
     def fill_standard(self, **fields: str | int | None) -> None:
         """Type into Connection ID (``connection_id``), URI (``host``), Login, Password, Port."""
@@ -312,7 +312,8 @@ class ConnectionForm:
     def editor_text(self, name: str) -> str:
         """What a JSON editor shows, as text."""
         element = self.find(f"//*[@id='element_{name}']")
-        return element.find_element(self._by().CSS_SELECTOR, ".view-lines").text.replace("\u00a0", " ")
+        text = element.find_element(self._by().CSS_SELECTOR, ".view-lines").text.replace("\u00a0", " ")
+        return "".join(text.splitlines())  # long lines are wrapped on screen
 
     def input_value(self, name: str, extra: bool = False) -> tuple[str, str]:
         """``(value, type)`` of a standard (``name=``) or extra (``element_`` id) input."""
@@ -329,8 +330,9 @@ class ConnectionForm:
         return self.find(f"//*[@id='element_{name}']/ancestor::*[@role='group'][1]").text
 
     def is_required(self, name: str) -> bool:
-        row = self.find(f"//*[@id='element_{name}']/ancestor::*[@role='group'][1]")
-        return row.get_attribute("data-required") is not None
+        """Whether the field's label carries the form's required mark, a red ``*``."""
+        label = self.find(f"//*[@id='element_{name}']/ancestor::*[@data-part='root'][1]//label")
+        return label.text.split()[-1] == "*"
 
     def save(self) -> None:
         button = self.find("//button[normalize-space(.)='Save']")
