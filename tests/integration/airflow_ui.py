@@ -31,6 +31,7 @@ from tests.servers.safety_net import tracked_start, untrack
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 REPO_ROOT = Path(__file__).resolve().parents[2]
+TOASTS = "[data-scope='toast'][data-part='root']"
 
 
 class ApiServer(StartStop):
@@ -351,7 +352,7 @@ class ConnectionForm:
 
     def toast(self) -> str:
         text = wait_for(
-            lambda: " ".join(" ".join(t.text.split()) for t in self.css("[data-scope='toast'][data-part='root']")),
+            lambda: " ".join(" ".join(toast.text.split()) for toast in self.css(TOASTS)),
             60,
             "the Test result",
         )

@@ -143,7 +143,7 @@ def jdbc_case(postgres: Any, tmp_path: Path) -> Case:
         },
         extra={"catalog_name": "pg", "catalog_type": "jdbc", "warehouse": warehouse},
         secrets=[postgres.password],
-        test_message=re.escape(f"jdbc catalog 'pg': SELECT 1 on PostgreSQL database ")
+        test_message=re.escape("jdbc catalog 'pg': SELECT 1 on PostgreSQL database ")
         + r".* succeeded: .*",
         conf={f"{prefix}.uri": postgres.jdbc_uri, f"{prefix}.jdbc.user": postgres.user},
         secret_conf={f"{prefix}.jdbc.password": postgres.password},
