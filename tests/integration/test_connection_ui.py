@@ -25,11 +25,6 @@ import pytest
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from tests.integration.airflow_ui import CHROMEDRIVER, CHROMIUM, ApiServer, ConnectionForm, chromium
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="Debian chromium and chromium-driver are installed by scripts/setup.sh",
-)
-
 CONN_TYPE = "iceberg_catalog"
 
 
@@ -46,6 +41,8 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def form(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectionForm]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail("Debian's chromium and chromium-driver are missing: run scripts/setup.sh as root")
     driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield ConnectionForm(driver, api_server.url)
