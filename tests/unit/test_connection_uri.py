@@ -16,7 +16,7 @@ from airflow_iceberg.catalog.config import config_from_connection
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 
 CASES = {
-    "hadoop": ({"catalog_type": "hadoop", "warehouse": "s3a://bucket/wh"}, {"login": "AK", "password": "s/k"}),
+    "hadoop": ({"catalog_type": "hadoop", "warehouse": "s3a://b/wh"}, {"login": "AK", "password": "s/k"}),
     "hive": ({"catalog_type": "hive"}, {"host": "thrift://a:9083,thrift://b:9083"}),
     "hive-port": ({"catalog_type": "hive"}, {"host": "thrift://hms", "port": 9083}),
     "rest": (
