@@ -326,6 +326,19 @@ class ConnectionForm:
         """The label shown by a drop-down (its placeholder when nothing is chosen)."""
         return self.find(f"//*[@id='element_{name}']").text.strip()
 
+    def options(self, name: str) -> list[str]:
+        """The choices a drop-down offers, as a person sees them when opening it."""
+        from selenium.webdriver.common.keys import Keys
+
+        box = self.find(f"//*[@id='element_{name}']//input")
+        box.click()
+        box.send_keys(Keys.ARROW_DOWN)
+        choices = wait_for(lambda: [o.text for o in self.css("[id*='-option-']")], 10, f"{name} options")
+        # Escape would close the whole dialog, Tab would pick the highlighted choice: click away.
+        self.find(f"//*[@id='element_{name}']/ancestor::*[@data-part='root'][1]//label").click()
+        wait_for(lambda: not self.css("[id*='-option-']"), 10, f"{name} options to close")
+        return choices
+
     def label_row(self, name: str) -> str:
         """The text of an extra field's row: label, required mark ``*`` and help line."""
         return self.find(f"//*[@id='element_{name}']/ancestor::*[@role='group'][1]").text

@@ -253,6 +253,8 @@ def check_edit_page(form: ConnectionForm, case: Case) -> None:
     assert "Required for hadoop, jdbc and glue" in form.label_row("warehouse")
     assert form.label_row("pass_property").startswith("Password goes to")
     assert form.input_value("pass_property", extra=True)[1] == "text"  # not masked any more
+    assert form.options("catalog_type") == ["hadoop", "hive", "rest", "jdbc", "glue", "nessie", "custom"]
+    assert form.options("cache_enabled") == ["on", "off"]
     expected_cache = {"off": "off", "on": "on"}.get(case.extra.get("cache_enabled", ""), "Select Value")
     assert form.selected("cache_enabled") == expected_cache
 
