@@ -67,3 +67,17 @@ def test_old_jdbc_host_with_jdbc_prefix_is_read_back_by_the_hook(monkeypatch):
     hook = IcebergCatalogHook(iceberg_conn_id="roundtrip")
     assert hook.catalog_config == config_from_connection(original)
     assert hook.catalog_config.uri == "jdbc:postgresql://db:5432/cat"
+
+
+def test_uri_examples_in_the_docs_are_read_as_documented():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "connection.md").read_text()
+    examples = dict(re.findall(r"AIRFLOW_CONN_(\w+)='([^']+)'", text))
+    read = {name: config_from_connection(Connection(conn_id=name, uri=uri)) for name, uri in examples.items()}
+    assert {name: (c.kind, c.uri, c.login, c.password) for name, c in read.items()} == {
+        "HMS": ("hive", "thrift://hms:9083", None, None),
+        "PG": ("jdbc", "jdbc:postgresql://db:5432/iceberg", "etl", "pw"),
+        "PG2": ("jdbc", "jdbc:postgresql://db:5432/iceberg", "etl", "pw"),
+    }
