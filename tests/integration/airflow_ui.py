@@ -67,6 +67,10 @@ class ApiServer(StartStop):
         }
 
     def start(self) -> ApiServer:
+        """Migrate the database and launch the server; :meth:`wait_ready` waits for it to answer.
+
+        The two are apart so that a test can start its browser while the server boots.
+        """
         airflow = [sys.executable, "-m", "airflow"]
         log = self.home / "api-server.log"
         self.home.mkdir(parents=True, exist_ok=True)
@@ -78,13 +82,19 @@ class ApiServer(StartStop):
             raise ServerError(f"airflow db migrate failed; log {log}:\n{log_tail(log)}")
         self.process = ManagedProcess(
             "airflow api-server",
-            [*airflow, "api-server", "--host", LOOPBACK, "--port", str(self.port), "--workers", "1"],
+            # core: the REST API and the UI; the execution API for task workers is not needed
+            [*airflow, "api-server", "--apps", "core", "--host", LOOPBACK, "--port", str(self.port)],
             log_path=log,
             env=self.env,
             cwd=self.home,
         )
         with tracked_start(self):
             self.process.start()
+        return self
+
+    def wait_ready(self) -> ApiServer:
+        assert self.process is not None, "start() first"
+        with tracked_start(self):
             self.process.wait_until(
                 lambda: self.get("/api/v2/version"), timeout=self.startup_timeout, what="GET /api/v2/version"
             )

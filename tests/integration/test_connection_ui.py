@@ -29,25 +29,32 @@ CONN_TYPE = "iceberg_catalog"
 
 
 @pytest.fixture(scope="module")
-def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("api-server")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ui-screenshots")
 
 
 @pytest.fixture(scope="module")
-def form(api_server: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectionForm]:
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, ConnectionForm]]:
+    """One API server and one browser for the module; the browser starts while the server boots."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.fail("Debian's chromium and chromium-driver are missing: run scripts/setup.sh as root")
-    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        yield ConnectionForm(driver, api_server.url)
-    finally:
-        driver.quit()
+    with ApiServer(tmp_path_factory.mktemp("api-server")) as server:
+        driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
+        try:
+            server.wait_ready()
+            yield server, ConnectionForm(driver, server.url)
+        finally:
+            driver.quit()
+
+
+@pytest.fixture
+def api_server(ui: tuple[ApiServer, ConnectionForm]) -> ApiServer:
+    return ui[0]
+
+
+@pytest.fixture
+def form(ui: tuple[ApiServer, ConnectionForm]) -> ConnectionForm:
+    return ui[1]
 
 
 @contextmanager
