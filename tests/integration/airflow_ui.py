@@ -222,8 +222,11 @@ class ConnectionForm:
     def css(self, selector: str) -> list[Any]:
         return self.driver.find_elements(self._by().CSS_SELECTOR, selector)
 
-    def open_list(self, search: str | None = None) -> None:
-        self.driver.get(f"{self.base_url}/connections")
+    def open_list(self, reload: bool = False) -> None:
+        """The Connections page; stays on it (no reload of the whole app) when already there."""
+        on_list = self.driver.current_url.rstrip("/").endswith("/connections")
+        if reload or not on_list or self.css("[role='dialog']"):
+            self.driver.get(f"{self.base_url}/connections")
         self.find("//button[contains(., 'Add Connection')]")
 
     def open_add(self) -> None:
@@ -373,16 +376,22 @@ class ConnectionForm:
         self.find("//button[normalize-space(.)='Test']").click()
         return self.toast()
 
-    def toast(self) -> str:
-        text = wait_for(
-            lambda: " ".join(" ".join(toast.text.split()) for toast in self.css(TOASTS)),
-            60,
-            "the Test result",
-        )
+    def toast(self, starts_with: str = "Test Connection") -> str:
+        """The text of the newest notification that starts with ``starts_with``; closes them all.
+
+        Other notifications (such as "Create Connection Request Submitted" after Save) may still
+        be on screen, so the one awaited is picked by its title.
+        """
+
+        def wanted() -> str | None:
+            texts = [" ".join(toast.text.split()) for toast in self.css(TOASTS)]
+            return next((text for text in reversed(texts) if text.startswith(starts_with)), None)
+
+        text = wait_for(wanted, 60, f"a notification starting with {starts_with!r}")
         for close in self.css("[data-scope='toast'] [data-part='close-trigger']"):
             with contextlib.suppress(Exception):  # it went away by itself
                 close.click()
-        time.sleep(0.3)
+        wait_for(lambda: not self.css(TOASTS), 10, "the notifications to close")
         return text
 
     def close_dialog(self) -> None:

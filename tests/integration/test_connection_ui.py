@@ -294,6 +294,7 @@ def test_add_test_and_edit_through_the_form(
             form.open_edit(case.conn_id)
             form.fill_standard(port=0)  # the documented workaround for a catalog without a server
             form.save()
+            form.open_list(reload=True)  # as a person would, to see the saved Port in the list
         form.open_list()
         form.row_button(case.conn_id, "Test").click()
         result = form.toast()
