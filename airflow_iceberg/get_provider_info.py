@@ -101,7 +101,7 @@ CONN_FIELDS: dict[str, Any] = {
     "session_catalog": {
         "label": "Session catalog",
         "description": "Wrap Spark's built-in catalog with SparkSessionCatalog (catalog name spark_catalog).",
-        "schema": {"type": "boolean", "default": False},
+        "schema": {"type": ["boolean", "null"], "default": False},
     },
     "iceberg_version": _required(
         "Iceberg version", "Version of iceberg-spark-runtime to load.", default="1.10.2"
