@@ -47,6 +47,20 @@ if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc
   fi
 fi
 
+# Headless Chromium and its WebDriver for the connection-form browser test
+# (tests/integration/test_connection_ui.py); test tools cannot download browsers here.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> installing chromium and chromium-driver from apt"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      chromium chromium-driver >/dev/null
+  else
+    echo "warning: chromium or chromium-driver missing; run as root or install them" \
+         "(the browser test is skipped without them)" >&2
+  fi
+fi
+
 mkdir -p "$AIRFLOW_HOME" "$SPARK_CONF_DIR"
 cp scripts/spark-defaults.conf "$SPARK_CONF_DIR/spark-defaults.conf"
 if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then

@@ -47,7 +47,8 @@ class CatalogConfig:
     """Everything one Airflow connection says about one Iceberg catalog.
 
     Field names match the connection's extra keys (see ``get_provider_info``'s ``conn-fields``),
-    except ``uri``, ``login`` and ``password``, which come from the connection's own fields.
+    except ``uri``, ``login`` and ``password``, which come from the connection's own fields, and
+    ``password_property``, whose extra key is ``pass_property`` (see :data:`EXTRA_ALIASES`).
     """
 
     catalog_name: str = DEFAULT_CATALOG_NAME
@@ -64,6 +65,7 @@ class CatalogConfig:
     cache_enabled: bool | None = None
     cache_expiration_interval_ms: int | None = None
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    secret_properties: dict[str, str] = field(default_factory=dict, repr=False)
     hadoop_properties: dict[str, str] = field(default_factory=dict, repr=False)
     session_catalog: bool = False
     iceberg_version: str = DEFAULT_ICEBERG_VERSION
@@ -102,13 +104,13 @@ class CatalogConfig:
         _check(
             not (self.catalog_type and self.catalog_impl),
             "catalog_type",
-            f"give either catalog_type ({self.catalog_type!r}) or catalog_impl ({self.catalog_impl!r}), "
-            "not both",
+            f"is {self.catalog_type!r} but catalog_impl is also set ({self.catalog_impl!r}); "
+            "set catalog_type to custom to use the catalog_impl class",
         )
         _check(
             self.catalog_type or self.catalog_impl,
             "catalog_type",
-            f"is required: one of {', '.join(CATALOG_TYPES)}, or set catalog_impl to a custom class",
+            f"is required: one of {', '.join(CATALOG_TYPES)}, or custom with catalog_impl set to a class",
         )
         if self.catalog_type:
             _check(
@@ -120,10 +122,17 @@ class CatalogConfig:
         self._validate_credentials()
         for name, properties in (
             ("catalog_properties", self.catalog_properties),
+            ("secret_properties", self.secret_properties),
             ("hadoop_properties", self.hadoop_properties),
         ):
             for key in properties:
                 _check(PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
+        for key in self.secret_properties:
+            _check(
+                key not in self.catalog_properties,
+                "secret_properties",
+                f"{key!r} is also in catalog_properties; set it in one place only",
+            )
         for name in ("iceberg_version", "spark_version", "scala_version"):
             _check(
                 _VERSION_RE.match(getattr(self, name) or ""),
@@ -143,12 +152,13 @@ class CatalogConfig:
         if kind in ("hadoop", "glue", "jdbc"):
             _check(self.warehouse, "warehouse", f"is required for a {kind} catalog")
         if kind in ("rest", "jdbc", "nessie"):
-            _check(self.uri, "host", f"the catalog URI is required for a {kind} catalog (put it in Host)")
+            _check(self.uri, "host", f"the catalog URI is required for a {kind} catalog (put it in URI)")
         if kind == "jdbc":
             _check(
                 str(self.uri).startswith("jdbc:"),
                 "host",
-                f"a jdbc catalog URI starts with 'jdbc:', got {self.uri!r}",
+                f"a jdbc catalog URI looks like postgresql://db:5432/name or sqlite:/path "
+                f"(jdbc: may be left out), got {self.uri!r}",
             )
         if kind == "hive" and self.uri:
             _check(
@@ -185,6 +195,13 @@ class CatalogConfig:
                 f"a {self.kind} catalog has no standard property for a password; "
                 "set password_property in the connection extras to the property it should fill",
             )
+
+    def secret_keys(self) -> frozenset[str]:
+        """Catalog properties that are secrets whatever their name: Secret properties, and the
+        property the Password fills."""
+        password_key = self.credential_properties()[1]
+        filled = {password_key} if password_key and self.password else set()
+        return frozenset(self.secret_properties) | filled
 
     def credential_properties(self) -> tuple[str | None, str | None]:
         """The catalog properties that the connection's login and password go to.
@@ -242,6 +259,16 @@ def _strip_prefix(key: str) -> str:
     return key[len(prefix) :] if key.startswith(prefix) else key
 
 
+#: Extra keys read under another name. ``pass_property`` replaced ``password_property`` because
+#: Airflow masks any field whose name contains "password", which hid the property name typed in.
+EXTRA_ALIASES = {"pass_property": "password_property"}
+#: What ``catalog_type`` says when ``catalog_impl`` names the class.
+CUSTOM_TYPE = "custom"
+#: URI schemes of JDBC drivers that may be written without ``jdbc:``. Airflow writes a connection
+#: out as a URI (Test button, ``connections export``) and cannot read ``jdbc:postgresql://…`` back.
+_JDBC_SUBPROTOCOL_RE = re.compile(r"^[a-z][a-z0-9]*:(?![0-9]+(/|$))")
+
+
 def config_from_fields(
     extra: Mapping[str, Any],
     host: str | None = None,
@@ -249,7 +276,12 @@ def config_from_fields(
     login: str | None = None,
     password: str | None = None,
 ) -> CatalogConfig:
-    """Build and validate a :class:`CatalogConfig` from connection fields and extras."""
+    """Build and validate a :class:`CatalogConfig` from connection fields and extras.
+
+    Unset fields — absent, ``null`` (the Airflow UI stores every empty form field as ``null``) or
+    ``""`` — take their defaults.
+    """
+    extra = {EXTRA_ALIASES.get(key, key): value for key, value in extra.items()}
     known = set(CatalogConfig.__dataclass_fields__) - {"uri", "login", "password"}
     unknown = sorted(set(extra) - known - {"uri"})
     if unknown:
@@ -262,11 +294,15 @@ def config_from_fields(
         for name, value in extra.items()
         if name in known and value not in (None, "")
     }
-    if values.get("catalog_impl") and "catalog_type" not in extra:
+    if values.get("catalog_type") == CUSTOM_TYPE or (
+        values.get("catalog_impl") and "catalog_type" not in values
+    ):
         values["catalog_type"] = None
     if values.get("session_catalog") and "catalog_name" not in values:
         values["catalog_name"] = SESSION_CATALOG_NAME
-    uri = extra.get("uri") or _uri(host, port)
+    uri = _uri(extra.get("uri") or host, port or None)
+    if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
+        uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
     return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
 
 
@@ -275,14 +311,28 @@ def _as_is(value: Any, name: str) -> Any:
 
 
 def _uri(host: str | None, port: int | None) -> str | None:
+    """The catalog URI: Host, with Port added when Host names none.
+
+    A Port that contradicts the one in Host is an error rather than a silent choice.
+    """
     if not host:
         return None
-    if port and not re.search(r":[0-9]+(/|$)", host.split("://", 1)[-1]):
-        scheme, sep, rest = host.partition("://")
-        authority, slash, path = (rest if sep else host).partition("/")
-        authority = f"{authority}:{port}"
-        return f"{scheme}{sep}{authority}{slash}{path}" if sep else f"{authority}{slash}{path}"
-    return host
+    if not port:
+        return host
+    scheme, sep, rest = host.partition("://")
+    authority, slash, path = (rest if sep else host).partition("/")
+    if not sep and ":" in authority and not authority.split(":")[-1].isdigit():
+        raise field_error("port", f"{port} cannot be added to {host!r}, which has no host:port part")
+    named = re.search(r":([0-9]+)$", authority.split(",")[0])
+    if named:
+        _check(
+            int(named.group(1)) == port,
+            "port",
+            f"{port} differs from the port in the URI {host!r}; leave Port empty or make them agree",
+        )
+        return host
+    authority = f"{authority}:{port}"
+    return f"{scheme}{sep}{authority}{slash}{path}" if sep else f"{authority}{slash}{path}"
 
 
 def _to_bool(value: Any, name: str) -> bool:
@@ -329,6 +379,7 @@ _CONVERTERS = {
     "cache_enabled": _to_bool,
     "cache_expiration_interval_ms": _to_int,
     "catalog_properties": _to_str_dict,
+    "secret_properties": _to_str_dict,
     "hadoop_properties": _to_str_dict,
     "extra_jars": _to_tuple,
     "extra_packages": _to_tuple,

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from airflow_iceberg.catalog.config import CatalogConfig
-from airflow_iceberg.catalog.spark_settings import catalog_properties
+from airflow_iceberg.catalog.spark_settings import catalog_properties, is_secret_property
 
 #: Seconds for each connect or call.
 TIMEOUT_SECONDS = 5.0
@@ -57,6 +57,13 @@ class Probe:
 def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     """Run the check that fits the catalog's type; never raises, never takes much longer than the deadline."""
     prefix = f"{config.kind} catalog {config.catalog_name!r}"
+    exposed = secrets_shown_in_clear(config)
+    if exposed:
+        field, key = exposed[0]
+        return False, (
+            f"{prefix}: {field} key {key!r} looks like a secret, and Airflow shows {field} "
+            "in clear in the UI and REST API; move it to secret_properties (Secret properties)"
+        )
     try:
         probe = _PROBES.get(config.kind, _tcp_probe)(config)
     except Exception as error:  # a URI too malformed to even plan a check
@@ -71,6 +78,21 @@ def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     except Exception as error:  # the UI wants a sentence, not a traceback
         return False, f"{prefix}: {probe.what} failed: {summarize(error)}"
     return True, f"{prefix}: {probe.what} succeeded: {found}"
+
+
+def secrets_shown_in_clear(config: CatalogConfig) -> list[tuple[str, str]]:
+    """``(field, key)`` for each secret-looking property outside ``secret_properties``.
+
+    Spark gets them out of band either way, but Airflow masks only extra keys named like secrets,
+    and not at all inside a JSON string, so such a value would be shown in the form and in
+    ``GET /api/v2/connections``. ``secret_properties`` is masked as a whole.
+    """
+    return [
+        (field, key)
+        for field in ("catalog_properties", "hadoop_properties")
+        for key in getattr(config, field)
+        if is_secret_property(key)
+    ]
 
 
 def summarize(error: BaseException) -> str:

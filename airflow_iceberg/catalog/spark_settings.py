@@ -92,6 +92,7 @@ def catalog_properties(config: CatalogConfig) -> dict[str, str]:
     properties.update(_credentials(config))
     for source, extra in (
         ("catalog_properties", config.catalog_properties),
+        ("secret_properties", config.secret_properties),
         ("hadoop_properties", _hadoop_prefixed(config.hadoop_properties)),
     ):
         for key, value in extra.items():
@@ -130,12 +131,6 @@ def is_secret_property(key: str) -> bool:
     return bool(SECRET_PROPERTY_RE.search(key))
 
 
-def password_properties(config: CatalogConfig) -> frozenset[str]:
-    """The catalog properties the connection's Password fills: secret whatever their names."""
-    _, password_key = config.credential_properties()
-    return frozenset({password_key}) if config.password and password_key else frozenset()
-
-
 def spark_settings(config: CatalogConfig) -> SparkSettings:
     """Map one catalog's configuration to the Spark settings that load it."""
     name = config.catalog_name
@@ -146,9 +141,9 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
         "spark.redaction.regex": REDACTION_REGEX,
     }
     secret_conf: dict[str, str] = {}
-    from_password = password_properties(config)
+    secret_keys = config.secret_keys()
     for key, value in catalog_properties(config).items():
-        target = secret_conf if key in from_password or is_secret_property(key) else conf
+        target = secret_conf if key in secret_keys or is_secret_property(key) else conf
         target[f"{prefix}.{key}"] = value
     if config.session_catalog and config.kind == "hive":
         # The wrapped built-in catalog must see the same metastore for the non-Iceberg tables.

@@ -7,6 +7,8 @@ Test button) talks to the catalog, with a quick check that needs no Spark.
 
 from __future__ import annotations
 
+import os
+import re
 from functools import cached_property
 from typing import Any
 
@@ -35,7 +37,13 @@ class IcebergCatalogHook(BaseHook):
     @cached_property
     def catalog_config(self) -> CatalogConfig:
         """The validated catalog configuration; raises ``InvalidCatalogConfigError`` naming the field."""
-        return config_from_connection(self.get_connection(self.iceberg_conn_id))
+        try:
+            connection = self.get_connection(self.iceberg_conn_id)
+        except Exception:
+            connection = _jdbc_connection_from_env(self.iceberg_conn_id)
+            if connection is None:
+                raise
+        return config_from_connection(connection)
 
     def get_conn(self) -> CatalogConfig:
         return self.catalog_config
@@ -51,3 +59,25 @@ class IcebergCatalogHook(BaseHook):
         except Exception as error:
             return False, f"Invalid configuration: {error}"
         return check_catalog(config)
+
+
+#: ``<conn type>://jdbc:<driver>://`` as ``Connection.get_uri()`` writes a ``jdbc:<driver>://…`` Host.
+_JDBC_HOST_URI_RE = re.compile(r"^(iceberg[-_]catalog://)jdbc:([a-z][a-z0-9]*://)")
+
+
+def _jdbc_connection_from_env(conn_id: str) -> Any:
+    """Read back an ``AIRFLOW_CONN_*`` URI that Airflow wrote for a ``jdbc:<driver>://…`` Host.
+
+    The Test button (``POST /api/v2/connections/test``) hands the hook a connection written out
+    as a URI. For a Host such as ``jdbc:postgresql://db:5432/cat`` that URI has two schemes and
+    Airflow refuses to parse it, so the lookup fails with "isn't defined". Dropping ``jdbc:``
+    makes it parseable; the config adds ``jdbc:`` back for a jdbc catalog. ``None`` when the
+    variable is absent or not of that shape.
+    """
+    uri = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}", "")
+    repaired, count = _JDBC_HOST_URI_RE.subn(r"\1\2", uri)
+    if not count:
+        return None
+    from airflow.models.connection import Connection
+
+    return Connection(conn_id=conn_id, uri=repaired)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.catalog.config import config_from_connection, config_from_fields
+from airflow_iceberg.catalog.config import CatalogConfig, config_from_connection, config_from_fields
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 
 
@@ -13,7 +13,7 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
     [
         ({"catalog_type": "delta"}, {}, r"'catalog_type': 'delta' is not one of hadoop, hive"),
         ({"catalog_type": "hadoop"}, {}, r"'warehouse': is required for a hadoop catalog"),
-        ({"catalog_type": "hive", "catalog_impl": "com.x.Cat"}, {}, r"'catalog_type': give either"),
+        ({"catalog_type": "hive", "catalog_impl": "com.x.Cat"}, {}, r"'catalog_type': is 'hive' but"),
         ({"catalog_name": "my-catalog", "warehouse": "/w"}, {}, r"'catalog_name': 'my-catalog' must be"),
         ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'catalog_name'"),
         ({"catalog_name": "spark_catalog", "warehouse": "/w"}, {}, r"set session_catalog=true"),
@@ -23,7 +23,14 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
             r"name must be 'spark_catalog'",
         ),
         ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'host': the catalog URI is required"),
-        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "postgresql://db"}, r"starts with 'jdbc:'"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "db:5432"}, r"'host': a jdbc catalog URI"),
+        ({"catalog_type": "hive"}, {"host": "thrift://m:1", "port": 2}, r"'port': 2 differs from the port"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "jdbc:sqlite:/x", "port": 2}, r"2 can"),
+        (
+            {"catalog_type": "rest", "catalog_properties": {"a": "1"}, "secret_properties": {"a": "s"}},
+            {"host": "http://r"},
+            r"'secret_properties': 'a' is also in catalog_properties",
+        ),
         ({"catalog_type": "rest"}, {"host": "thrift://x:1"}, r"starts with http:// or https://"),
         ({"catalog_type": "hive"}, {"host": "http://x:1"}, r"starts with 'thrift://'"),
         ({"catalog_type": "hive"}, {"login": "bob"}, r"'login': a hive catalog has no standard property"),
@@ -89,8 +96,11 @@ def test_port_is_added_to_a_host_without_one():
         == "thrift://meta:9083"
     )
     assert (
-        config_from_fields({"catalog_type": "hive"}, host="thrift://meta:1", port=9083).uri
-        == "thrift://meta:1"
+        config_from_fields({"catalog_type": "hive"}, host="thrift://meta:9083", port=9083).uri
+        == "thrift://meta:9083"
+    )
+    assert config_from_fields({"catalog_type": "hive"}, host="thrift://a:1,thrift://b:1", port=1).uri == (
+        "thrift://a:1,thrift://b:1"
     )
     rest = config_from_fields({"catalog_type": "rest"}, host="http://rest/api/catalog", port=8181)
     assert rest.uri == "http://rest:8181/api/catalog"
@@ -141,3 +151,60 @@ def test_real_airflow_connection_from_uri_and_json(monkeypatch):
     )
     config = config_from_connection(conn)
     assert (config.uri, config.login, config.password) == ("jdbc:postgresql://db:5432/cat", "etl", "pw")
+
+
+@pytest.mark.parametrize(
+    "host, uri",
+    [
+        ("jdbc:postgresql://db:5432/cat", "jdbc:postgresql://db:5432/cat"),
+        ("postgresql://db:5432/cat", "jdbc:postgresql://db:5432/cat"),
+        ("sqlite:/data/cat.db", "jdbc:sqlite:/data/cat.db"),
+        ("jdbc:sqlite:/data/cat.db", "jdbc:sqlite:/data/cat.db"),
+    ],
+)
+def test_jdbc_uri_may_leave_out_jdbc_prefix(host, uri):
+    """``postgresql://…`` survives Airflow's URI round trip; ``jdbc:postgresql://…`` does not."""
+    assert config_from_fields({"catalog_type": "jdbc", "warehouse": "/w"}, host=host).uri == uri
+
+
+def test_jdbc_uri_may_sit_in_extra():
+    extra = {"catalog_type": "jdbc", "warehouse": "/w", "uri": "jdbc:postgresql://db/cat"}
+    assert config_from_fields(extra).uri == "jdbc:postgresql://db/cat"
+
+
+def test_unset_form_fields_stored_as_null_take_defaults():
+    """The Airflow UI stores every field left empty as null; null means the default."""
+    from airflow_iceberg.get_provider_info import CONN_FIELDS
+
+    extra = {name: None for name in CONN_FIELDS} | {"catalog_type": "hive"}
+    config = config_from_fields(extra, host="thrift://m:9083")
+    assert config == CatalogConfig(catalog_type="hive", uri="thrift://m:9083")
+
+
+def test_custom_type_uses_catalog_impl():
+    config = config_from_fields({"catalog_type": "custom", "catalog_impl": "com.x.Cat"})
+    assert (config.kind, config.catalog_type) == ("custom", None)
+    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+        config_from_fields({"catalog_type": "custom"})
+
+
+def test_cache_enabled_from_the_drop_down():
+    base = {"catalog_type": "hive"}
+    assert config_from_fields({**base, "cache_enabled": "false"}).cache_enabled is False
+    assert config_from_fields({**base, "cache_enabled": "true"}).cache_enabled is True
+    assert config_from_fields({**base, "cache_enabled": None}).cache_enabled is None
+
+
+def test_pass_property_and_its_old_name_password_property():
+    """``password_property`` made Airflow mask the field; ``pass_property`` replaces it, both are read."""
+    for key in ("pass_property", "password_property"):
+        config = config_from_fields({"catalog_type": "hive", key: "x.pw"}, password="p")
+        assert config.credential_properties() == (None, "x.pw")
+        assert "x.pw" in config.secret_keys()
+
+
+def test_secret_properties_are_read_as_objects_or_json_strings():
+    for value in ({"credential": "a:b"}, '{"credential": "a:b"}'):
+        config = config_from_fields({"catalog_type": "rest", "secret_properties": value}, host="http://r")
+        assert config.secret_properties == {"credential": "a:b"}
+        assert config.secret_keys() == {"credential"}

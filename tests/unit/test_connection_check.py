@@ -284,3 +284,18 @@ def test_hook_runs_the_check_of_its_connection(iceberg_connection, tmp_path):
         f"hadoop catalog 'demo': write access to warehouse directory {tmp_path} succeeded: "
         "exists and is writable",
     )
+
+
+@pytest.mark.parametrize("field", ["catalog_properties", "hadoop_properties"])
+def test_a_secret_outside_secret_properties_fails_the_test_button(field):
+    """Airflow shows such a value in clear; the button says where it belongs instead."""
+    config = config_from_fields(
+        {"catalog_type": "hive", field: {"fs.s3a.secret.key": "s3cr3t-value"}}, host="thrift://m:1"
+    )
+    ok, message = check_catalog(config)
+    assert not ok
+    assert message == (
+        f"hive catalog 'iceberg': {field} key 'fs.s3a.secret.key' looks like a secret, and Airflow "
+        f"shows {field} in clear in the UI and REST API; move it to secret_properties (Secret properties)"
+    )
+    assert "s3cr3t-value" not in message

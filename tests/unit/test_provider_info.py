@@ -48,3 +48,26 @@ def test_providers_manager_registers_the_iceberg_catalog_form():
 
 def test_iceberg_connection_type_does_not_clash_with_the_official_provider():
     assert get_provider_info()["connection-types"][0]["connection-type"] == "iceberg_catalog"
+
+
+def test_form_fields_fit_the_airflow_3_3_ui():
+    """What the UI does with each schema: masks by key name, lists enum values, marks required."""
+    from airflow._shared.secrets_masker import should_hide_value_for_key
+
+    from airflow_iceberg.get_provider_info import CONN_FIELDS
+
+    masked = {name for name in CONN_FIELDS if should_hide_value_for_key(name)}
+    assert masked == {"secret_properties"}  # not "Password goes to", whose value is a property name
+    for name, spec in CONN_FIELDS.items():
+        assert None not in spec["schema"].get("enum", []), f"{name} would offer a literal null"
+    required = {name for name, spec in CONN_FIELDS.items() if "null" not in spec["schema"]["type"]}
+    assert required == {
+        "catalog_name",
+        "catalog_type",
+        "iceberg_version",
+        "spark_version",
+        "scala_version",
+    }
+    editors = {name for name, spec in CONN_FIELDS.items() if "object" in spec["schema"]["type"]}
+    assert editors == {"catalog_properties", "secret_properties", "hadoop_properties"}
+    assert CONN_FIELDS["cache_enabled"]["schema"]["enum"] == ["true", "false"]  # unset = Iceberg's default
