@@ -5,7 +5,7 @@ command line, ``secret_conf`` holds credentials and must reach the driver out of
 operators pass it in a file only the task's user can read, see ``operators/base.py``).
 
 A value is secret by where it comes from as well as by its name: whatever the connection's
-Password field fills is secret whatever property it fills (``password_property`` may name
+Password field fills is secret whatever property it fills (``pass_property`` may name
 anything), and so is every property whose name looks like a credential.
 """
 
