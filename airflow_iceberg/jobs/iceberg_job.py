@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.lineage import describe_tables, tables_of
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.table_state import TableStateError
@@ -104,6 +105,7 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     try:
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
+        result["lineage"] = describe_tables(spark, tables_of(request.spec))
     except (job_spec.InvalidSpecError, TableStateError) as error:
         message = describe_error(error)
         print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
