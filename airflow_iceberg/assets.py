@@ -52,7 +52,7 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
     "custom": (("impl",),),
 }
 _ALLOWED = {"warehouse", "uri", "catalog", "id", "region", "endpoint", "ref", "impl", "metastore"}
-_SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig", re.IGNORECASE)
+_SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re.IGNORECASE)
 _GLUE_ID_KEYS = ("glue.id", "client.glue.id")
 _GLUE_REGION_KEYS = ("glue.region", "client.region", "region")
 _GLUE_ENDPOINT_KEYS = ("glue.endpoint",)
@@ -126,24 +126,19 @@ def normalize_uri(uri: str) -> str:
     style) are kept except those that carry credentials.
     """
     text = uri.strip()
-    prefix = ""
     if text.lower().startswith("jdbc:"):
         driver, _, rest = text[5:].partition(":")
-        prefix, text = f"jdbc:{driver.lower()}:", rest
-        text, *properties = text.split(";")
-        kept = [
-            p for p in properties if p and not _looks_secret(p.split("=", 1)[0]) and "user" not in p.lower()
-        ]
-        text = ";".join([text, *kept])
+        main, *properties = rest.split(";")
+        kept = [p for p in properties if p and not _looks_secret(p.split("=", 1)[0])]
+        return ";".join([f"jdbc:{driver.lower()}:{normalize_uri(main)}", *kept])
     parts = urllib.parse.urlsplit(text)
     if not parts.scheme and not parts.netloc:
-        return prefix + parts.path.rstrip("/")
+        return parts.path.rstrip("/")
     host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
-    if parts.netloc and "[" in parts.netloc:  # IPv6 literal
-        netloc = f"[{host}]:{parts.port}" if parts.port else f"[{host}]"
-    path = parts.path.rstrip("/")
-    return prefix + urllib.parse.urlunsplit((parts.scheme.lower(), netloc, path, "", ""))
+    return urllib.parse.urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
 
 def normalize_location(location: str) -> str:
