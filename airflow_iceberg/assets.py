@@ -53,6 +53,10 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 _ALLOWED = {"warehouse", "uri", "catalog", "id", "region", "endpoint", "ref", "impl", "metastore"}
 _SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re.IGNORECASE)
+#: Template for a consumer DAG scheduled on one table's asset: the snapshot id of the newest event
+#: that triggered the run (the commit a producer made). Use it as ``snapshot_id`` of
+#: :class:`~airflow_iceberg.operators.IcebergTimeTravelReadOperator` to read exactly that commit.
+TRIGGERING_SNAPSHOT_ID = "{{ (triggering_asset_events.values() | first | last).extra['snapshot_id'] }}"
 _GLUE_ID_KEYS = ("glue.id", "client.glue.id")
 _GLUE_REGION_KEYS = ("glue.region", "client.region", "region")
 _GLUE_ENDPOINT_KEYS = ("glue.endpoint",)
@@ -187,13 +191,37 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     return uri._replace(netloc=canonical.netloc, path=canonical.path, query=canonical.query, fragment="")
 
 
+def canonical_uri(uri: str) -> str:
+    """The canonical form of a hand-written ``iceberg://`` URI (what Airflow stores as its ``uri``)."""
+    parsed = urllib.parse.urlsplit(uri.strip())
+    if parsed.scheme.lower() != SCHEME:
+        raise ValueError(f"not an iceberg asset URI: {uri!r}")
+    query = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(parsed.query)))
+    parsed = parsed._replace(scheme=SCHEME, path=parsed.path.rstrip("/"), query=query, fragment="")
+    return urllib.parse.urlunsplit(sanitize_uri(parsed))
+
+
+def iceberg_asset(uri: str, **kwargs: Any) -> Any:
+    """The :class:`~airflow.sdk.Asset` of an ``iceberg://`` URI, for ``schedule=[...]`` or inlets.
+
+    Airflow identifies an asset by name *and* URI, and an ``Asset(uri)`` without a name is named
+    by the URI exactly as written. The operators name a table's asset by its canonical URI, so
+    this helper does the same: any spelling of the URI gives the asset the operators emit.
+    """
+    from airflow.sdk import Asset
+
+    canonical = canonical_uri(uri)
+    return Asset(name=kwargs.pop("name", canonical), uri=canonical, **kwargs)
+
+
 def create_asset(
     *, table: str, catalog_config: CatalogConfig, extra: dict[str, Any] | None = None, **kwargs: Any
 ) -> Any:
     """The provider's asset factory: the :class:`~airflow.sdk.Asset` of a table in a catalog."""
     from airflow.sdk import Asset
 
-    return Asset(uri=table_asset_uri(catalog_config, table), extra=extra or {}, **kwargs)
+    uri = table_asset_uri(catalog_config, table)
+    return Asset(name=kwargs.pop("name", uri), uri=uri, extra=extra or {}, **kwargs)
 
 
 def convert_asset_to_openlineage(asset: Any, lineage_context: Any) -> Any:

@@ -131,7 +131,7 @@ class TableLineageMixin:
                 continue
             table = str(commit["table"])
             uri = self.table_asset_uri(table, configs)
-            outlet_events[AssetAlias(alias)].add(Asset(uri), extra=event_extra(table, commit))
+            outlet_events[AssetAlias(alias)].add(Asset(name=uri, uri=uri), extra=event_extra(table, commit))
             self.log.info("Asset event for %s: %s (alias %s)", table, uri, alias)  # type: ignore[attr-defined]
 
     def finish_lineage(

@@ -10,6 +10,7 @@ from airflow.sdk import Asset
 from airflow_iceberg.assets import (
     asset_dataset_name,
     catalog_symlink,
+    iceberg_asset,
     location_dataset_name,
     parse_uri,
     sanitize_uri,
@@ -182,3 +183,15 @@ def test_openlineage_names_follow_openlineage_spark():
         "http://r:8181?warehouse=wh",
         "db.t",
     )
+
+
+def test_iceberg_asset_names_any_spelling_like_the_operators_do():
+    canonical = "iceberg://hadoop/db/events?warehouse=file%3A%2F%2F%2Fwh"
+    for written in (
+        "iceberg://hadoop/db/events?warehouse=file:///wh/",
+        "ICEBERG://Hadoop/db/events/?warehouse=/wh",
+    ):
+        asset = iceberg_asset(written)
+        assert (asset.name, asset.uri) == (canonical, canonical)
+    with pytest.raises(ValueError, match="not an iceberg asset URI"):
+        iceberg_asset("s3://bucket/key")

@@ -97,7 +97,7 @@ def test_a_commit_emits_the_tables_asset_with_the_commit_as_extra(hadoop_catalog
     alias_events = events[AssetAlias("iceberg-table:lake:{{ params.t }}")].asset_alias_events
     assert len(alias_events) == 1
     event = alias_events[0]
-    assert event.dest_asset_key.uri == URI
+    assert (event.dest_asset_key.name, event.dest_asset_key.uri) == (URI, URI)
     assert event.extra == {
         "table": "lake.db.orders",
         "snapshot_id": 42,

@@ -1,0 +1,110 @@
+"""Iceberg tables as Airflow assets, end to end, on a real deployment (not ``airflow dags test``).
+
+One producer run commits to ``db.events``; the real scheduler turns its asset event into exactly
+one run of a consumer DAG scheduled on the table's asset, which reads exactly the committed
+snapshot. The same runs are checked for OpenLineage (file transport, read back) and for the
+apache-spark provider's parent-job injection. pyiceberg, reading the table's own metadata, is
+the independent witness of which snapshot was committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from scripts.show_table import load_table
+from tests.integration.airflow_runner import REPO, hadoop_catalog_connection, spark_connection
+from tests.integration.airflow_services import AirflowDeployment
+
+ASSET_DAGS = REPO / "tests" / "integration" / "asset_dags"
+PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
+RUN_TIMEOUT_SECONDS = 300
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow_deployment")
+    warehouse = tmp_path_factory.mktemp("asset_warehouse")
+    lineage_file = home / "openlineage.jsonl"
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(hadoop_catalog_connection(warehouse)),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+        # written as a user would write it; Airflow normalises it through our sanitize handler
+        "ASSET_TEST_WAREHOUSE": f"file://{warehouse}/",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(lineage_file), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "airflow-iceberg-test",
+        "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
+    }
+    with AirflowDeployment.running(home, ASSET_DAGS, env) as airflow:
+        airflow.wait_for(
+            lambda: (
+                len(airflow.query("SELECT dag_id FROM dag WHERE dag_id IN (?, ?)", PRODUCER, CONSUMER)) == 2
+            ),
+            "both DAGs to be parsed",
+        )
+        started = time.monotonic()
+        airflow.cli("dags", "trigger", PRODUCER)
+        assert airflow.wait_for_dag_run(PRODUCER, RUN_TIMEOUT_SECONDS)[1] == "success", airflow.logs()
+        assert airflow.wait_for_dag_run(CONSUMER, RUN_TIMEOUT_SECONDS)[1] == "success", (
+            airflow.task_log(CONSUMER, "read_triggering_snapshot")[-5000:] + airflow.logs()
+        )
+        print(f"producer + consumer finished in {time.monotonic() - started:.0f}s")
+        yield airflow, warehouse, lineage_file
+
+
+def test_a_commit_schedules_one_consumer_run_that_reads_that_snapshot(deployment):
+    airflow, warehouse, _ = deployment
+    committed = load_table(warehouse, "db.events").current_snapshot().snapshot_id
+    produced = airflow.xcom(PRODUCER, "create")
+    assert produced["snapshot_id"] == committed
+
+    ((uri, extra),) = airflow.query(
+        "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id"
+    )
+    assert uri == f"iceberg://hadoop/db/events?warehouse=file%3A%2F%2F{str(warehouse).replace('/', '%2F')}"
+    extra = json.loads(extra)
+    assert extra["snapshot_id"] == committed and extra["operation"] == produced["operation"]
+    assert extra["commit_id"].startswith(f"{PRODUCER}:create:") and extra["total_records"] == 5
+
+    read = airflow.xcom(CONSUMER, "read_triggering_snapshot")
+    assert (read["snapshot_id"], read["row_count"]) == (committed, 5)
+    time.sleep(5)  # one event makes one run, not more
+    assert len(airflow.dag_runs(CONSUMER)) == 1
+
+
+def _complete_event(events: list[dict], job_name: str) -> dict:
+    matches = [e for e in events if e.get("eventType") == "COMPLETE" and e["job"]["name"] == job_name]
+    assert matches, f"no COMPLETE event for {job_name} in {[e['job']['name'] for e in events]}"
+    return matches[-1]
+
+
+def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deployment):
+    _, warehouse, lineage_file = deployment
+    snapshot = str(load_table(warehouse, "db.events").current_snapshot().snapshot_id)
+    events = [json.loads(line) for line in Path(lineage_file).read_text().splitlines() if line.strip()]
+    location = str(warehouse / "db" / "events")
+
+    (output,) = _complete_event(events, f"{PRODUCER}.create")["outputs"]
+    (read_input,) = _complete_event(events, f"{CONSUMER}.read_triggering_snapshot")["inputs"]
+    for dataset in (output, read_input):
+        assert (dataset["namespace"], dataset["name"]) == ("file", location)
+        assert dataset["facets"]["version"]["datasetVersion"] == snapshot
+        assert [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]] == [
+            ("id", "bigint"),
+            ("amount", "bigint"),
+        ]
+        (symlink,) = dataset["facets"]["symlinks"]["identifiers"]
+        assert symlink == {"namespace": f"file://{warehouse}", "name": "db.events", "type": "TABLE"}
+
+
+def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):
+    airflow, _, _ = deployment
+    log = airflow.task_log(PRODUCER, "create")
+    assert "spark.openlineage.parentJobName" in log and f"{PRODUCER}.create" in log, log[-5000:]
