@@ -132,6 +132,18 @@ def get_provider_info() -> dict[str, Any]:
                 "to_openlineage_converter": "airflow_iceberg.assets.convert_asset_to_openlineage",
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "Apache Iceberg (Spark)",
+                "python-modules": ["airflow_iceberg.sensors.snapshot"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Apache Iceberg (Spark)",
+                "python-modules": ["airflow_iceberg.triggers.snapshot"],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "airflow_iceberg.hooks.iceberg_catalog.IcebergCatalogHook",
