@@ -10,6 +10,8 @@ from airflow.sdk import Asset
 from airflow_iceberg.assets import (
     asset_dataset_name,
     catalog_symlink,
+    convert_asset_to_openlineage,
+    create_asset,
     iceberg_asset,
     location_dataset_name,
     parse_uri,
@@ -195,3 +197,25 @@ def test_iceberg_asset_names_any_spelling_like_the_operators_do():
         assert (asset.name, asset.uri) == (canonical, canonical)
     with pytest.raises(ValueError, match="not an iceberg asset URI"):
         iceberg_asset("s3://bucket/key")
+
+
+def test_the_scheme_is_registered_with_airflow():
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    from airflow_iceberg import assets
+
+    manager = ProvidersManagerTaskRuntime()
+    assert manager.asset_uri_handlers["iceberg"] is assets.sanitize_uri
+    assert manager.asset_factories["iceberg"] is assets.create_asset
+    assert manager.asset_to_openlineage_converters["iceberg"] is assets.convert_asset_to_openlineage
+
+
+def test_factory_and_openlineage_converter():
+    config = config_from_fields({"catalog_type": "hadoop", "warehouse": "/wh", "catalog_name": "lake"})
+    asset = create_asset(table="lake.db.orders", catalog_config=config)
+    assert asset.name == asset.uri == "iceberg://hadoop/db/orders?warehouse=file%3A%2F%2F%2Fwh"
+    dataset = convert_asset_to_openlineage(asset, None)
+    assert (dataset.namespace, dataset.name) == ("file", "/wh/db/orders")
+    hive = iceberg_asset("iceberg://hive/db/orders?uri=thrift://ms:9083")
+    dataset = convert_asset_to_openlineage(hive, None)
+    assert (dataset.namespace, dataset.name) == ("hive://ms:9083", "db.orders")
