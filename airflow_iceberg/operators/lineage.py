@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_iceberg.assets import (
-    catalog_identity,
     catalog_symlink,
     location_dataset_name,
     split_table,
@@ -66,8 +65,10 @@ def event_extra(table: str, commit: Mapping[str, Any]) -> dict[str, Any]:
 class TableLineageMixin:
     """Declare a task's tables as asset aliases; at run time emit their assets and OpenLineage facets.
 
-    The host operator provides ``table``, ``iceberg_conn_id``, ``inlets``/``outlets`` and the
-    methods ``catalog_configs()`` (name → :class:`CatalogConfig`) and ``written_commits(result)``.
+    The host operator provides ``table``, ``iceberg_conn_id`` and ``inlets``/``outlets``; it calls
+    :meth:`declare_table_assets` at the end of ``__init__`` and :meth:`finish_lineage` after a
+    successful job, with its catalogs by Spark catalog name. Subclasses that write more tables
+    call :meth:`declare_written_table` and override :meth:`written_commits` to match.
     """
 
     #: The task's ``table`` is written: declare it as an outlet and emit an asset event per commit.
@@ -239,4 +240,4 @@ def openlineage_dataset(
     return {"namespace": namespace, "name": name, "facets": facets}
 
 
-__all__ = ["TableLineageMixin", "catalog_identity", "event_extra", "table_alias_name"]
+__all__ = ["TableLineageMixin", "event_extra", "table_alias_name"]

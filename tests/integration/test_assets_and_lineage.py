@@ -30,6 +30,7 @@ from tests.integration.airflow_services import AirflowDeployment
 ASSET_DAGS = REPO / "tests" / "integration" / "asset_dags"
 PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
 SENSOR, SENSOR_TASK = "iceberg_snapshot_sensor", "wait_for_tagged_append"
+WATCHER = "iceberg_asset_watcher"
 TAG = {"writer": "outside-airflow"}
 RUN_TIMEOUT_SECONDS = 300
 
@@ -63,13 +64,15 @@ def deployment(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow_deployment")
     warehouse = tmp_path_factory.mktemp("asset_warehouse")
     lineage_file = home / "openlineage.jsonl"
-    outside, sql_connection = _outside_catalog(tmp_path_factory.mktemp("outside"))
+    outside_folder = tmp_path_factory.mktemp("outside")
+    outside, sql_connection = _outside_catalog(outside_folder)
     outside.create_namespace("db")
     external = outside.create_table("db.external", schema=_rows(0).schema)
     external.append(_rows(0))  # the sensor waits for a commit after this one
     env = {
         **os.environ,
         "AIRFLOW_CONN_SQL_CATALOG": json.dumps(sql_connection),
+        "ASSET_TEST_SQL_DB": str(outside_folder / "catalog.db"),
         "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(hadoop_catalog_connection(warehouse)),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
         # written as a user would write it; Airflow normalises it through our sanitize handler
@@ -100,6 +103,7 @@ def deployment(tmp_path_factory):
         assert _sensor_state(airflow) == "deferred", airflow.task_log(SENSOR, SENSOR_TASK)[-5000:]
         external.append(_rows(9), snapshot_properties=TAG)
         tagged = external.current_snapshot().snapshot_id
+        outside_commits = [s.snapshot_id for s in external.snapshots()][1:]
         assert airflow.wait_for_dag_run(PRODUCER, RUN_TIMEOUT_SECONDS)[1] == "success", airflow.logs()
         assert airflow.wait_for_dag_run(CONSUMER, RUN_TIMEOUT_SECONDS)[1] == "success", (
             airflow.task_log(CONSUMER, "read_triggering_snapshot")[-5000:] + airflow.logs()
@@ -108,7 +112,8 @@ def deployment(tmp_path_factory):
             airflow.task_log(SENSOR, SENSOR_TASK)[-5000:] + airflow.logs()
         )
         print(f"producer, consumer and sensor finished in {time.monotonic() - started:.0f}s")
-        yield airflow, warehouse, lineage_file, tagged
+        airflow.wait_for(lambda: airflow.dag_runs(WATCHER), "a run of the watcher DAG", RUN_TIMEOUT_SECONDS)
+        yield airflow, warehouse, lineage_file, tagged, outside_commits
 
 
 def _sensor_state(airflow: AirflowDeployment) -> str | None:
@@ -117,14 +122,26 @@ def _sensor_state(airflow: AirflowDeployment) -> str | None:
 
 
 def test_the_sensor_fired_in_the_triggerer_on_the_outside_commit_that_passes_its_filters(deployment):
-    airflow, _, _, tagged = deployment
+    airflow, _, _, tagged, _ = deployment
     event = airflow.xcom(SENSOR, SENSOR_TASK)
     assert (event["snapshot_id"], event["operation"]) == (tagged, "append")
     assert event["summary"]["writer"] == "outside-airflow"
 
 
+def test_the_asset_watcher_turned_an_outside_commit_into_an_asset_event_and_a_run(deployment):
+    airflow, *_, outside_commits = deployment
+    rows = airflow.query(
+        "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE 'iceberg://jdbc/db/external%'"
+    )
+    assert rows, "no asset event for db.external"
+    payloads = [(e := json.loads(extra)).get("payload", e) for (extra,) in rows]
+    assert all(p.get("snapshot_id") in outside_commits for p in payloads), (payloads, outside_commits)
+    assert airflow.wait_for_dag_run(WATCHER, RUN_TIMEOUT_SECONDS)[1] == "success"
+
+
 def test_pyiceberg_reads_a_hadoop_table_through_its_version_hint(deployment):
-    _, warehouse, _, _ = deployment
+    _, warehouse, *_ = deployment
     connection = hadoop_catalog_connection(warehouse)
     config = config_from_connection(
         Connection(conn_id="x", conn_type=connection["conn_type"], extra=json.dumps(connection["extra"]))
@@ -137,13 +154,14 @@ def test_pyiceberg_reads_a_hadoop_table_through_its_version_hint(deployment):
 
 
 def test_a_commit_schedules_one_consumer_run_that_reads_that_snapshot(deployment):
-    airflow, warehouse, _, _ = deployment
+    airflow, warehouse, *_ = deployment
     committed = load_table(warehouse, "db.events").current_snapshot().snapshot_id
     produced = airflow.xcom(PRODUCER, "create")
     assert produced["snapshot_id"] == committed
 
     ((uri, extra),) = airflow.query(
-        "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id"
+        "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE 'iceberg://hadoop/%'"
     )
     assert uri == f"iceberg://hadoop/db/events?warehouse=file%3A%2F%2F{str(warehouse).replace('/', '%2F')}"
     extra = json.loads(extra)
@@ -163,7 +181,7 @@ def _complete_event(events: list[dict], job_name: str) -> dict:
 
 
 def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deployment):
-    _, warehouse, lineage_file, _ = deployment
+    _, warehouse, lineage_file, *_ = deployment
     snapshot = str(load_table(warehouse, "db.events").current_snapshot().snapshot_id)
     events = [json.loads(line) for line in Path(lineage_file).read_text().splitlines() if line.strip()]
     location = str(warehouse / "db" / "events")
@@ -182,6 +200,6 @@ def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deploymen
 
 
 def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):
-    airflow, _, _, _ = deployment
+    airflow, *_ = deployment
     log = airflow.task_log(PRODUCER, "create")
     assert "spark.openlineage.parentJobName" in log and f"{PRODUCER}.create" in log, log[-5000:]
