@@ -28,6 +28,10 @@ def _operations(operation: str | Sequence[str] | None) -> tuple[str, ...]:
 class IcebergSnapshotTrigger(BaseEventTrigger):
     """Yield one event, the newest matching snapshot, once the table has one after the baseline.
 
+    The event's payload describes that snapshot (``snapshot_id``, ``operation``, ``summary`` ...)
+    and lists, in ``matching_snapshot_ids``, every matching snapshot since the baseline, oldest
+    first, for when several commits land between two polls.
+
     :param table: ``namespace.table`` (or ``catalog.namespace.table``).
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param after_snapshot_id: Only snapshots committed after this one count. ``None``: the head
@@ -117,4 +121,7 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
         head = head_snapshot_id(table, self.branch)
         described = [describe_snapshot(self.table, s) for s in snapshots_after(table, baseline, self.branch)]
         found = [d for d in described if matches(d, tuple(self.operation), self.summary)]
-        return head, (found[-1] if found else None)
+        if not found:
+            return head, None
+        # one event per poll: the newest match, naming every match since the baseline
+        return head, {**found[-1], "matching_snapshot_ids": [d["snapshot_id"] for d in found]}

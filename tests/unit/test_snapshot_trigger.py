@@ -69,6 +69,7 @@ def test_fires_on_the_newest_snapshot_that_passes_the_filters(outside_table):
         "outside-airflow",
     )
     assert event["table"] == "db.t" and event["status"] == "success"
+    assert event["matching_snapshot_ids"] == [wanted]
 
 
 def test_by_default_only_commits_after_the_trigger_starts_count(outside_table):
