@@ -28,7 +28,6 @@ class InvalidSpecError(ValueError):
     cluster without the rest of the package; ``airflow_iceberg.exceptions`` re-exports it.
     """
 
-
 WRITE_MODES = ("create", "replace", "create_or_replace", "append", "overwrite_partitions", "overwrite")
 CREATE_MODES = ("create", "replace", "create_or_replace")
 FILE_FORMATS = ("parquet", "csv", "json", "orc", "avro", "text")
@@ -56,29 +55,14 @@ SELECTOR_READ_OPTIONS = {
 RESERVED_WRITE_OPTIONS = {"merge-schema": "merge_schema", "mergeschema": "merge_schema"}
 #: Iceberg option values Iceberg parses as numbers or booleans: checked here so a typo fails before
 #: Spark starts, instead of as a NumberFormatException (or, for booleans, silently as ``false``).
-_INTEGER_OPTIONS = frozenset(
-    {
-        "split-size",
-        "lookback",
-        "file-open-cost",
-        "batch-size",
-        "streaming-max-files-per-micro-batch",
-        "streaming-max-rows-per-micro-batch",
-        "target-file-size-bytes",
-        "validate-from-snapshot-id",
-    }
-)
-_BOOLEAN_OPTIONS = frozenset(
-    {
-        "vectorization-enabled",
-        "streaming-skip-delete-snapshots",
-        "streaming-skip-overwrite-snapshots",
-        "locality",
-        "check-nullability",
-        "fanout-enabled",
-        "check-ordering",
-    }
-)
+_INTEGER_OPTIONS = frozenset({
+    "split-size", "lookback", "file-open-cost", "batch-size", "streaming-max-files-per-micro-batch",
+    "streaming-max-rows-per-micro-batch", "target-file-size-bytes", "validate-from-snapshot-id",
+})
+_BOOLEAN_OPTIONS = frozenset({
+    "vectorization-enabled", "streaming-skip-delete-snapshots", "streaming-skip-overwrite-snapshots",
+    "locality", "check-nullability", "fanout-enabled", "check-ordering",
+})
 _CHOICE_OPTIONS = {"write-format": ICEBERG_WRITE_FORMATS, "isolation-level": ISOLATION_LEVELS}
 #: Prefix of the write options that add an entry to the committed snapshot's summary.
 SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
@@ -276,8 +260,7 @@ class Source:
     def validated(self) -> Source:
         kind = _require_one(
             {"source_query": self.query, "source_table": self.table, "source_path": self.path},
-            "source",
-            allow_none=False,
+            "source", allow_none=False,
         )
         if kind == "source_query":
             validate_query(self.query or "")
@@ -408,16 +391,10 @@ class ReadSpec:
     def selector(self) -> str | None:
         """Which selector is set, if any; raises when more than one is."""
         return _require_one(
-            {
-                "snapshot_id": self.snapshot_id,
-                "as_of_timestamp": self.as_of_timestamp,
-                "branch": self.branch,
-                "tag": self.tag,
-                "start_snapshot_id": self.start_snapshot_id,
-                "stream_from_timestamp": self.stream_from_timestamp,
-            },
-            "time travel",
-            allow_none=True,
+            {"snapshot_id": self.snapshot_id, "as_of_timestamp": self.as_of_timestamp,
+             "branch": self.branch, "tag": self.tag, "start_snapshot_id": self.start_snapshot_id,
+             "stream_from_timestamp": self.stream_from_timestamp},
+            "time travel", allow_none=True,
         )
 
     @property
@@ -444,13 +421,8 @@ class ReadSpec:
 
     def _check_selectors(self) -> None:
         self.selector  # noqa: B018 - raises when two selectors are given
-        for name in (
-            "snapshot_id",
-            "as_of_timestamp",
-            "start_snapshot_id",
-            "end_snapshot_id",
-            "stream_from_timestamp",
-        ):
+        for name in ("snapshot_id", "as_of_timestamp", "start_snapshot_id", "end_snapshot_id",
+                     "stream_from_timestamp"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InvalidSpecError(f"{name} must be a non-negative integer, got {value!r}")
@@ -500,17 +472,12 @@ class ReadSpec:
 
     def to_argv(self) -> list[str]:
         argv = ["read", "--table", self.table]
-        for flag, value in (
-            ("--snapshot-id", self.snapshot_id),
-            ("--as-of-timestamp", self.as_of_timestamp),
-            ("--branch", self.branch),
-            ("--tag", self.tag),
-            ("--start-snapshot-id", self.start_snapshot_id),
-            ("--end-snapshot-id", self.end_snapshot_id),
-            ("--stream-from-timestamp", self.stream_from_timestamp),
-            ("--checkpoint-location", self.checkpoint_location),
-            ("--filter", self.filter),
-        ):
+        for flag, value in (("--snapshot-id", self.snapshot_id), ("--as-of-timestamp", self.as_of_timestamp),
+                            ("--branch", self.branch), ("--tag", self.tag),
+                            ("--start-snapshot-id", self.start_snapshot_id),
+                            ("--end-snapshot-id", self.end_snapshot_id),
+                            ("--stream-from-timestamp", self.stream_from_timestamp),
+                            ("--checkpoint-location", self.checkpoint_location), ("--filter", self.filter)):
             if value is not None:
                 argv += [flag, str(value)]
         argv += _pairs_argv("--read-option", self.read_options)
@@ -519,14 +486,8 @@ class ReadSpec:
         if self.sink_table:
             argv += ["--sink-table", self.sink_table, "--sink-mode", self.sink_mode]
         if self.sink_path:
-            argv += [
-                "--sink-path",
-                self.sink_path,
-                "--sink-format",
-                self.sink_format,
-                "--sink-path-mode",
-                self.sink_path_mode,
-            ]
+            argv += ["--sink-path", self.sink_path, "--sink-format", self.sink_format,
+                     "--sink-path-mode", self.sink_path_mode]
         if self.preview_rows:
             argv += ["--preview-rows", str(self.preview_rows)]
         return argv
@@ -595,13 +556,8 @@ def _source_argv(source: Source) -> list[str]:
         return ["--source-query", source.query]
     if source.table is not None:
         return ["--source-table", source.table]
-    return [
-        "--source-path",
-        str(source.path),
-        "--source-format",
-        str(source.format),
-        *_pairs_argv("--source-option", source.options),
-    ]
+    return ["--source-path", str(source.path), "--source-format", str(source.format),
+            *_pairs_argv("--source-option", source.options)]
 
 
 def _pairs_argv(flag: str, pairs: Mapping[str, str]) -> list[str]:
@@ -678,13 +634,8 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
         spec = WriteSpec(
             table=args.table,
             mode=args.mode,
-            source=Source(
-                query=args.source_query,
-                table=args.source_table,
-                path=args.source_path,
-                format=args.source_format,
-                options=dict(args.source_option),
-            ),
+            source=Source(query=args.source_query, table=args.source_table, path=args.source_path,
+                          format=args.source_format, options=dict(args.source_option)),
             partition_by=tuple(args.partition_by),
             table_properties=dict(args.table_property),
             write_options=dict(args.write_option),
@@ -714,14 +665,9 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
         )
     if args.reuse_commit and not args.commit_id:
         raise InvalidSpecError("--reuse-commit needs --commit-id, which identifies the earlier commit")
-    return JobRequest(
-        spec=spec.validated(),
-        result_file=args.result_file,
-        commit_id=args.commit_id,
-        commit_properties=dict(args.commit_property),
-        reuse_commit=args.reuse_commit,
-        secret_conf_file=args.secret_conf_file,
-    )
+    return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
+                      commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit,
+                      secret_conf_file=args.secret_conf_file)
 
 
 def dump_result(result: Mapping[str, object]) -> str:

@@ -39,6 +39,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
     :param preview_rows: Also return up to this many rows in the XCom (0 to 1000). Default 0.
     """
 
+    reads_table = True
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
         "read_options",
@@ -75,9 +76,8 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         if sink_table:
             self.declare_written_table(sink_table)
 
-    reads_table = True
-
     def written_commits(self, result: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
+        """The sink table's commit, matching the alias :meth:`declare_written_table` declared."""
         sink = result.get("sink")
         return [sink if sink and sink.get("table") else None]
 

@@ -185,12 +185,8 @@ def test_list_and_dict_arguments_are_kept_as_given_until_rendered(jdbc_catalog):
         read = IcebergTimeTravelReadOperator(
             task_id="read", table="db.t", iceberg_conn_id=jdbc_catalog, columns="{{ params.columns }}"
         )
-    params = {
-        "partition_by": ["bucket(4, id)", "id"],
-        "more": "iceberg_hive",
-        "properties": {"format-version": "2"},
-        "columns": "id",
-    }
+    params = {"partition_by": ["bucket(4, id)", "id"], "more": "iceberg_hive",
+              "properties": {"format-version": "2"}, "columns": "id"}
     context = {"ti": _ti("create", {"options": {"write-format": "avro"}}), "params": params}
     create.render_template_fields(context=context)
     read.render_template_fields(context=context)
@@ -205,10 +201,7 @@ def test_list_and_dict_arguments_are_kept_as_given_until_rendered(jdbc_catalog):
 
 def test_a_rendered_value_of_the_wrong_shape_names_the_argument(jdbc_catalog):
     op = IcebergAppendOperator(
-        task_id="append",
-        table="db.t",
-        iceberg_conn_id=jdbc_catalog,
-        source_query="SELECT 1",
+        task_id="append", table="db.t", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1",
         write_options="[1, 2]",
     )
     with pytest.raises(InvalidSpecError, match="write_options must be a mapping"):
