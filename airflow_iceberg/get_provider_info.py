@@ -153,6 +153,26 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_iceberg.hooks.iceberg_catalog"],
             }
         ],
+        "asset-uris": [
+            {
+                "schemes": ["iceberg"],
+                "handler": "airflow_iceberg.assets.sanitize_uri",
+                "factory": "airflow_iceberg.assets.create_asset",
+                "to_openlineage_converter": "airflow_iceberg.assets.convert_asset_to_openlineage",
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Apache Iceberg (Spark)",
+                "python-modules": ["airflow_iceberg.sensors.snapshot"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Apache Iceberg (Spark)",
+                "python-modules": ["airflow_iceberg.triggers.snapshot"],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "airflow_iceberg.hooks.iceberg_catalog.IcebergCatalogHook",

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import action_specs, job_spec, upkeep
 from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
+from airflow_iceberg.jobs.lineage import describe_tables, tables_of
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.reads import read_table
@@ -127,6 +128,7 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     try:
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
+        result["lineage"] = describe_tables(spark, tables_of(request.spec))
     except (job_spec.InvalidSpecError, TableStateError) as error:
         message = describe_error(error)
         print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)

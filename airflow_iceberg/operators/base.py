@@ -25,6 +25,7 @@ from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec
+from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
 
 
-class IcebergSparkSubmitOperator(SparkSubmitOperator):
+class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
     """Base class: submit the packaged Iceberg job with the catalog's Spark settings.
 
     Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
@@ -48,6 +49,10 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         task instance (dag, task, run, map index); a retry of a try that committed and then died
         finds that commit and returns it instead of writing again. Set False to write again when
         a task instance is cleared and re-run on purpose.
+
+    Set ``writes_table = True`` on a subclass that commits to ``table``: the table becomes an
+    outlet (an asset alias at parse time, the ``iceberg://`` asset and its commit at run time).
+    ``reads_table = True`` makes it an inlet. See :mod:`airflow_iceberg.operators.lineage`.
     """
 
     template_fields: Sequence[str] = (
@@ -77,6 +82,7 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
         self.iceberg_conn_id = iceberg_conn_id
         self.extra_iceberg_conn_ids = extra_iceberg_conn_ids
         self.idempotent = idempotent
+        self.declare_table_assets()
 
     # ------------------------------------------------------------------ what subclasses provide
 
@@ -132,6 +138,8 @@ class IcebergSparkSubmitOperator(SparkSubmitOperator):
                 f"{spec.table}: the job exited without reporting a result. The result file is written "
                 "by the driver, so it is only available in local and client deploy modes"
             )
+        configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
+        self.finish_lineage(context, spec, result, configs)  # asset events, OpenLineage
         self.log_result(result)
         return result
 

@@ -19,6 +19,8 @@ from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 class IcebergReadOperator(IcebergSparkSubmitOperator):
     """Read the current version of an Iceberg table and write the rows somewhere.
 
+    The table is an inlet; a ``sink_table`` is an outlet (see docs/assets-and-lineage.md).
+
     The XCom is ``{"table", "snapshot_id", "selector", "row_count", "sink", "preview"}``: the
     snapshot that was actually read and how many rows it gave after ``columns`` and ``filter``.
 
@@ -37,6 +39,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
     :param preview_rows: Also return up to this many rows in the XCom (0 to 1000). Default 0.
     """
 
+    reads_table = True
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
         "read_options",
@@ -70,6 +73,13 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         self.sink_format = sink_format
         self.sink_path_mode = sink_path_mode
         self.preview_rows = preview_rows
+        if sink_table:
+            self.declare_written_table(sink_table)
+
+    def written_commits(self, result: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
+        """The sink table's commit, matching the alias :meth:`declare_written_table` declared."""
+        sink = result.get("sink")
+        return [sink if sink and sink.get("table") else None]
 
     def selectors(self) -> dict[str, Any]:
         """Which rows to read, as :class:`ReadSpec` fields; none means the current snapshot."""

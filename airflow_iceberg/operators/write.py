@@ -48,6 +48,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     """
 
     mode: ClassVar[str]
+    writes_table = True
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, *_WRITE_TEMPLATE_FIELDS)
 
     def __init__(

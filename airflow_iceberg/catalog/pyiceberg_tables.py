@@ -1,0 +1,172 @@
+"""Read a table's metadata with pyiceberg, from the same ``iceberg_catalog`` connection Spark uses.
+
+The snapshot sensor and trigger must not start Spark: they poll a table's metadata, which
+pyiceberg reads directly. The connection's catalog properties are Iceberg's own, which pyiceberg
+mostly shares; the differences are handled here:
+
+- ``rest``, ``hive`` and ``glue``: the same properties, loaded with ``pyiceberg.catalog.load_catalog``;
+- ``jdbc``: pyiceberg's SQL catalog takes a SQLAlchemy URL (``jdbc:postgresql://h/db`` becomes
+  ``postgresql+psycopg2://user:password@h/db``; ``jdbc:sqlite:/path`` becomes ``sqlite:////path``),
+  under the same catalog name, which the JDBC catalog stores with every table;
+- ``hadoop``: pyiceberg has no Hadoop catalog, so the newest metadata file is found the way
+  Iceberg's HadoopCatalog finds it, through ``metadata/version-hint.text`` (falling back to the
+  highest ``vN.metadata.json``).
+
+Nessie and custom ``catalog-impl`` catalogs have no pyiceberg equivalent and are refused.
+pyiceberg is imported inside the functions: DAG parsing never loads it.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.catalog.config import CatalogConfig, field_error
+from airflow_iceberg.catalog.spark_settings import catalog_properties
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+PYICEBERG_KINDS = ("rest", "hive", "glue", "jdbc", "hadoop")
+_METADATA_RE = re.compile(r"v(\d+)\.metadata\.json$")
+
+
+def pyiceberg_properties(config: CatalogConfig) -> dict[str, str]:
+    """The pyiceberg catalog properties for a connection (secrets included: keep them in memory)."""
+    if config.kind not in PYICEBERG_KINDS:
+        raise field_error(
+            "catalog_type",
+            f"a {config.kind} catalog cannot be read with pyiceberg; "
+            f"the snapshot sensor supports {', '.join(PYICEBERG_KINDS)}",
+        )
+    properties = {k: v for k, v in catalog_properties(config).items() if not k.startswith("jdbc.")}
+    if config.kind == "jdbc":
+        properties["type"] = "sql"
+        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, config.password)
+    return properties
+
+
+def sqlalchemy_url(jdbc_url: str, login: str | None = None, password: str | None = None) -> str:
+    """The SQLAlchemy URL of a ``jdbc:sqlite:`` or ``jdbc:postgresql:`` catalog database."""
+    if jdbc_url.startswith("jdbc:sqlite:"):
+        path = jdbc_url[len("jdbc:sqlite:") :].split("?", 1)[0]
+        if path.startswith("file:"):
+            path = urllib.parse.urlsplit(path).path
+        return f"sqlite:///{path}"
+    if jdbc_url.startswith("jdbc:postgresql:"):
+        target = urllib.parse.urlsplit(jdbc_url[len("jdbc:") :])
+        params = dict(urllib.parse.parse_qsl(target.query))
+        user = login or params.get("user")
+        secret = password or params.get("password")
+        auth = ""
+        if user:
+            auth = urllib.parse.quote(user, safe="")
+            if secret:
+                auth += ":" + urllib.parse.quote(secret, safe="")
+            auth += "@"
+        return f"postgresql+psycopg2://{auth}{target.netloc.rpartition('@')[2]}{target.path}"
+    raise field_error("host", "pyiceberg reads JDBC catalogs on SQLite or PostgreSQL only")
+
+
+def load_table(config: CatalogConfig, table: str) -> Table:
+    """The table as pyiceberg sees it now. ``table`` is ``namespace.table`` (a catalog prefix is dropped).
+
+    Raises pyiceberg's ``NoSuchTableError`` if it does not exist.
+    """
+    parts = table.split(".")
+    if len(parts) > 2 and parts[0] == config.catalog_name:
+        parts = parts[1:]
+    properties = pyiceberg_properties(config)
+    if config.kind == "hadoop":
+        return _hadoop_table(properties, parts)
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog(config.catalog_name, **properties)
+    return catalog.load_table(tuple(parts))
+
+
+def _hadoop_table(properties: dict[str, str], parts: list[str]) -> Table:
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.io import load_file_io
+    from pyiceberg.table import StaticTable
+
+    warehouse = properties["warehouse"].rstrip("/")
+    metadata_dir = "/".join([warehouse, *parts, "metadata"])
+    io = load_file_io(properties, metadata_dir)
+    try:
+        with io.new_input(f"{metadata_dir}/version-hint.text").open() as hint:
+            version = int(hint.read().decode().strip())
+        path = f"{metadata_dir}/v{version}.metadata.json"
+    except (FileNotFoundError, ValueError, OSError):
+        path = _newest_metadata_file(metadata_dir)
+        if path is None:
+            raise NoSuchTableError(f"no Iceberg table metadata under {metadata_dir}") from None
+    return StaticTable.from_metadata(path, properties)
+
+
+def _newest_metadata_file(metadata_dir: str) -> str | None:
+    """The highest ``vN.metadata.json`` in a directory any pyarrow file system can list."""
+    from pyarrow import fs
+
+    try:
+        filesystem, root = fs.FileSystem.from_uri(metadata_dir)
+        infos = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
+    except (OSError, ValueError):
+        return None
+    versions = [
+        (int(m.group(1)), info.base_name) for info in infos if (m := _METADATA_RE.search(info.base_name))
+    ]
+    return f"{metadata_dir}/{max(versions)[1]}" if versions else None
+
+
+def describe_snapshot(table_name: str, snapshot: Any) -> dict[str, Any]:
+    """A JSON-friendly description of a pyiceberg snapshot, as the sensor's XCom and event payload."""
+    summary = snapshot.summary
+    properties = dict(summary.additional_properties) if summary else {}
+    return {
+        "table": table_name,
+        "snapshot_id": snapshot.snapshot_id,
+        "parent_snapshot_id": snapshot.parent_snapshot_id,
+        "sequence_number": snapshot.sequence_number,
+        "timestamp_ms": snapshot.timestamp_ms,
+        "operation": summary.operation.value if summary else None,
+        "summary": properties,
+    }
+
+
+def head_snapshot_id(table: Any, branch: str | None = None) -> int | None:
+    """The snapshot at the head of ``branch`` (default: the table's current snapshot), if any."""
+    if branch:
+        ref = table.metadata.refs.get(branch)
+        return ref.snapshot_id if ref is not None else None
+    snapshot = table.current_snapshot()
+    return snapshot.snapshot_id if snapshot is not None else None
+
+
+def snapshots_after(table: Any, after_snapshot_id: int | None, branch: str | None = None) -> list[Any]:
+    """The snapshots on ``branch`` (or main) committed after ``after_snapshot_id``, oldest first.
+
+    Walks back from the head through parent ids. If ``after_snapshot_id`` is not an ancestor
+    (the table was replaced, or the branch reset), snapshots with a higher sequence number count
+    as new; ``None`` means every snapshot is new.
+    """
+    head = head_snapshot_id(table, branch)
+    baseline = table.snapshot_by_id(after_snapshot_id) if after_snapshot_id is not None else None
+    found = []
+    snapshot = table.snapshot_by_id(head) if head is not None else None
+    while snapshot is not None and snapshot.snapshot_id != after_snapshot_id:
+        if baseline is not None and snapshot.sequence_number <= baseline.sequence_number:
+            break
+        found.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return list(reversed(found))
+
+
+def matches(description: dict[str, Any], operations: tuple[str, ...], summary: dict[str, str]) -> bool:
+    """Whether a described snapshot passes the filters: one of ``operations``, every ``summary`` entry."""
+    if operations and description.get("operation") not in operations:
+        return False
+    properties = description.get("summary") or {}
+    return all(str(properties.get(key)) == str(value) for key, value in summary.items())

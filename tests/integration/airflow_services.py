@@ -1,0 +1,163 @@
+"""A real Airflow deployment on loopback: api-server, scheduler, dag-processor and triggerer.
+
+What ``airflow dags test`` cannot show (asset events that schedule another DAG, deferral to a
+triggerer) needs the real components talking to each other. They share a private AIRFLOW_HOME
+with a SQLite database, run with the LocalExecutor, and listen on 127.0.0.1 only. Every process
+runs in its own process group and is killed, with its children, when the deployment stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+START_TIMEOUT_SECONDS = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class AirflowDeployment:
+    home: Path
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(
+        cls, home: Path, dags_folder: Path, env: dict[str, str], components: tuple[str, ...] = COMPONENTS
+    ) -> Iterator[AirflowDeployment]:
+        port = free_port()
+        full_env = {
+            **env,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "2",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API_AUTH__JWT_SECRET": "airflow-iceberg-test-only",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        }
+        deployment = cls(home=home, env=full_env)
+        deployment.cli("db", "migrate")
+        try:
+            for component in components:
+                args = ["api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"]
+                deployment.start(component, args if component == "api-server" else [component])
+            deployment.wait_for(
+                lambda: _http_ok(f"http://127.0.0.1:{port}/api/v2/monitor/health"), "the api-server"
+            )
+            yield deployment
+        finally:
+            deployment.stop()
+
+    def start(self, name: str, args: list[str]) -> None:
+        log = open(self.home / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        self.processes[name] = subprocess.Popen(
+            ["airflow", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            ["airflow", *args], env=self.env, capture_output=True, text=True, timeout=300
+        )
+        assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+        return completed
+
+    def logs(self) -> str:
+        """Every component's log tail, for assertion messages."""
+        parts = []
+        for name in self.processes:
+            text = (self.home / f"{name}.log").read_text(errors="replace")
+            parts.append(f"--- {name} ---\n{text[-3000:]}")
+        return "\n".join(parts)
+
+    def task_log(self, dag_id: str, task_id: str) -> str:
+        paths = sorted((self.home / "logs").glob(f"dag_id={dag_id}/**/task_id={task_id}/**/*.log"))
+        return "\n".join(path.read_text(errors="replace") for path in paths)
+
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        with contextlib.closing(sqlite3.connect(self.home / "airflow.db", timeout=30)) as db:
+            return db.execute(sql, params).fetchall()
+
+    def wait_for(
+        self, condition: Callable[[], Any], what: str, timeout: float = START_TIMEOUT_SECONDS
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                assert process.poll() is None, f"{name} exited while waiting for {what}\n{self.logs()}"
+            try:
+                value = condition()
+            except sqlite3.OperationalError:  # the database is busy or not migrated yet
+                value = None
+            if value:
+                return value
+            time.sleep(1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
+
+    def dag_runs(self, dag_id: str) -> list[tuple[str, str]]:
+        return self.query("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id)
+
+    def wait_for_dag_run(self, dag_id: str, timeout: float) -> tuple[str, str]:
+        """The first run of ``dag_id`` once it has finished (success or failed)."""
+
+        def finished() -> tuple[str, str] | None:
+            runs = self.dag_runs(dag_id)
+            return runs[0] if runs and runs[0][1] in ("success", "failed") else None
+
+        return self.wait_for(finished, f"a finished run of {dag_id}", timeout)
+
+    def xcom(self, dag_id: str, task_id: str) -> Any:
+        rows = self.query(
+            "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'",
+            dag_id,
+            task_id,
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False

@@ -1,0 +1,205 @@
+"""Iceberg tables as Airflow assets, end to end, on a real deployment (not ``airflow dags test``).
+
+One producer run commits to ``db.events``; the real scheduler turns its asset event into exactly
+one run of a consumer DAG scheduled on the table's asset, which reads exactly the committed
+snapshot. The same runs are checked for OpenLineage (file transport, read back) and for the
+apache-spark provider's parent-job injection. pyiceberg, reading the table's own metadata, is
+the independent witness of which snapshot was committed.
+
+Meanwhile a deferrable snapshot sensor waits in the real triggerer for a commit made outside
+Airflow, by pyiceberg into a SQL (JDBC) catalog: commits that fail its filters do not wake it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from airflow.models.connection import Connection
+
+from airflow_iceberg.catalog.config import config_from_connection
+from airflow_iceberg.catalog.pyiceberg_tables import load_table as pyiceberg_load_table
+from scripts.show_table import load_table
+from tests.integration.airflow_runner import REPO, hadoop_catalog_connection, spark_connection
+from tests.integration.airflow_services import AirflowDeployment
+
+ASSET_DAGS = REPO / "tests" / "integration" / "asset_dags"
+PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
+SENSOR, SENSOR_TASK = "iceberg_snapshot_sensor", "wait_for_tagged_append"
+WATCHER = "iceberg_asset_watcher"
+TAG = {"writer": "outside-airflow"}
+RUN_TIMEOUT_SECONDS = 300
+
+
+def _outside_catalog(folder: Path):
+    """A SQLite-backed SQL catalog, written by pyiceberg alone, and its Airflow connection."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    database, warehouse = folder / "catalog.db", folder / "warehouse"
+    warehouse.mkdir()
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=f"file://{warehouse}")
+    connection = {
+        "conn_type": "iceberg_catalog",
+        "host": f"jdbc:sqlite:{database}",
+        "extra": {
+            "catalog_name": "lake",
+            "catalog_type": "jdbc",
+            "warehouse": f"file://{warehouse}",
+            "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"],
+        },
+    }
+    return catalog, connection
+
+
+def _rows(start: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + 3), pa.int64())})
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow_deployment")
+    warehouse = tmp_path_factory.mktemp("asset_warehouse")
+    lineage_file = home / "openlineage.jsonl"
+    outside_folder = tmp_path_factory.mktemp("outside")
+    outside, sql_connection = _outside_catalog(outside_folder)
+    outside.create_namespace("db")
+    external = outside.create_table("db.external", schema=_rows(0).schema)
+    external.append(_rows(0))  # the sensor waits for a commit after this one
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_SQL_CATALOG": json.dumps(sql_connection),
+        "ASSET_TEST_SQL_DB": str(outside_folder / "catalog.db"),
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(hadoop_catalog_connection(warehouse)),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+        # written as a user would write it; Airflow normalises it through our sanitize handler
+        "ASSET_TEST_WAREHOUSE": f"file://{warehouse}/",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(lineage_file), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "airflow-iceberg-test",
+        "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
+    }
+    with AirflowDeployment.running(home, ASSET_DAGS, env) as airflow:
+        airflow.wait_for(
+            lambda: (
+                len(airflow.query("SELECT dag_id FROM dag WHERE dag_id IN (?, ?)", PRODUCER, CONSUMER)) == 2
+            ),
+            "both DAGs to be parsed",
+        )
+        started = time.monotonic()
+        airflow.cli("dags", "trigger", SENSOR)
+        airflow.cli("dags", "trigger", PRODUCER)
+        airflow.wait_for(
+            lambda: _sensor_state(airflow) == "deferred", "the sensor to defer", RUN_TIMEOUT_SECONDS
+        )
+        # commits that fail the filters (untagged append; tagged delete) must not wake it
+        external.append(_rows(3))
+        external.delete("id >= 0", snapshot_properties=TAG)
+        time.sleep(8)  # four polls
+        assert _sensor_state(airflow) == "deferred", airflow.task_log(SENSOR, SENSOR_TASK)[-5000:]
+        external.append(_rows(9), snapshot_properties=TAG)
+        tagged = external.current_snapshot().snapshot_id
+        outside_commits = [s.snapshot_id for s in external.snapshots()][1:]
+        assert airflow.wait_for_dag_run(PRODUCER, RUN_TIMEOUT_SECONDS)[1] == "success", airflow.logs()
+        assert airflow.wait_for_dag_run(CONSUMER, RUN_TIMEOUT_SECONDS)[1] == "success", (
+            airflow.task_log(CONSUMER, "read_triggering_snapshot")[-5000:] + airflow.logs()
+        )
+        assert airflow.wait_for_dag_run(SENSOR, RUN_TIMEOUT_SECONDS)[1] == "success", (
+            airflow.task_log(SENSOR, SENSOR_TASK)[-5000:] + airflow.logs()
+        )
+        print(f"producer, consumer and sensor finished in {time.monotonic() - started:.0f}s")
+        airflow.wait_for(lambda: airflow.dag_runs(WATCHER), "a run of the watcher DAG", RUN_TIMEOUT_SECONDS)
+        yield airflow, warehouse, lineage_file, tagged, outside_commits
+
+
+def _sensor_state(airflow: AirflowDeployment) -> str | None:
+    rows = airflow.query("SELECT state FROM task_instance WHERE dag_id = ?", SENSOR)
+    return rows[0][0] if rows else None
+
+
+def test_the_sensor_fired_in_the_triggerer_on_the_outside_commit_that_passes_its_filters(deployment):
+    airflow, _, _, tagged, _ = deployment
+    event = airflow.xcom(SENSOR, SENSOR_TASK)
+    assert (event["snapshot_id"], event["operation"]) == (tagged, "append")
+    assert event["summary"]["writer"] == "outside-airflow"
+
+
+def test_the_asset_watcher_turned_an_outside_commit_into_an_asset_event_and_a_run(deployment):
+    airflow, *_, outside_commits = deployment
+    rows = airflow.query(
+        "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE 'iceberg://jdbc/db/external%'"
+    )
+    assert rows, "no asset event for db.external"
+    payloads = [(e := json.loads(extra)).get("payload", e) for (extra,) in rows]
+    assert all(p.get("snapshot_id") in outside_commits for p in payloads), (payloads, outside_commits)
+    assert airflow.wait_for_dag_run(WATCHER, RUN_TIMEOUT_SECONDS)[1] == "success"
+
+
+def test_pyiceberg_reads_a_hadoop_table_through_its_version_hint(deployment):
+    _, warehouse, *_ = deployment
+    connection = hadoop_catalog_connection(warehouse)
+    config = config_from_connection(
+        Connection(conn_id="x", conn_type=connection["conn_type"], extra=json.dumps(connection["extra"]))
+    )
+    table = pyiceberg_load_table(config, "demo.db.events")
+    assert (
+        table.current_snapshot().snapshot_id
+        == load_table(warehouse, "db.events").current_snapshot().snapshot_id
+    )
+
+
+def test_a_commit_schedules_one_consumer_run_that_reads_that_snapshot(deployment):
+    airflow, warehouse, *_ = deployment
+    committed = load_table(warehouse, "db.events").current_snapshot().snapshot_id
+    produced = airflow.xcom(PRODUCER, "create")
+    assert produced["snapshot_id"] == committed
+
+    ((uri, extra),) = airflow.query(
+        "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE 'iceberg://hadoop/%'"
+    )
+    assert uri == f"iceberg://hadoop/db/events?warehouse=file%3A%2F%2F{str(warehouse).replace('/', '%2F')}"
+    extra = json.loads(extra)
+    assert extra["snapshot_id"] == committed and extra["operation"] == produced["operation"]
+    assert extra["commit_id"].startswith(f"{PRODUCER}:create:") and extra["total_records"] == 5
+
+    read = airflow.xcom(CONSUMER, "read_triggering_snapshot")
+    assert (read["snapshot_id"], read["row_count"]) == (committed, 5)
+    time.sleep(5)  # one event makes one run, not more
+    assert len(airflow.dag_runs(CONSUMER)) == 1
+
+
+def _complete_event(events: list[dict], job_name: str) -> dict:
+    matches = [e for e in events if e.get("eventType") == "COMPLETE" and e["job"]["name"] == job_name]
+    assert matches, f"no COMPLETE event for {job_name} in {[e['job']['name'] for e in events]}"
+    return matches[-1]
+
+
+def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deployment):
+    _, warehouse, lineage_file, *_ = deployment
+    snapshot = str(load_table(warehouse, "db.events").current_snapshot().snapshot_id)
+    events = [json.loads(line) for line in Path(lineage_file).read_text().splitlines() if line.strip()]
+    location = str(warehouse / "db" / "events")
+
+    (output,) = _complete_event(events, f"{PRODUCER}.create")["outputs"]
+    (read_input,) = _complete_event(events, f"{CONSUMER}.read_triggering_snapshot")["inputs"]
+    for dataset in (output, read_input):
+        assert (dataset["namespace"], dataset["name"]) == ("file", location)
+        assert dataset["facets"]["version"]["datasetVersion"] == snapshot
+        assert [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]] == [
+            ("id", "bigint"),
+            ("amount", "bigint"),
+        ]
+        (symlink,) = dataset["facets"]["symlinks"]["identifiers"]
+        assert symlink == {"namespace": f"file://{warehouse}", "name": "db.events", "type": "TABLE"}
+
+
+def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):
+    airflow, *_ = deployment
+    log = airflow.task_log(PRODUCER, "create")
+    assert "spark.openlineage.parentJobName" in log and f"{PRODUCER}.create" in log, log[-5000:]

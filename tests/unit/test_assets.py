@@ -1,0 +1,221 @@
+"""The iceberg asset URI scheme: one URI per catalog table, never a secret, never the Spark alias."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+from airflow.sdk import Asset
+
+from airflow_iceberg.assets import (
+    asset_dataset_name,
+    catalog_symlink,
+    convert_asset_to_openlineage,
+    create_asset,
+    iceberg_asset,
+    location_dataset_name,
+    parse_uri,
+    sanitize_uri,
+    table_asset_uri,
+)
+from airflow_iceberg.catalog.config import config_from_fields
+
+SECRET = "SENTINEL-secret"
+
+
+def _uri(extra, host=None, login=None, password=None, table="db.orders"):
+    return table_asset_uri(config_from_fields(extra, host=host, login=login, password=password), table)
+
+
+# One connection per catalog type, and the URI it names (what docs/assets-and-lineage.md shows).
+EXAMPLES = [
+    (
+        {"catalog_type": "hadoop", "warehouse": "/data/wh/"},
+        None,
+        "iceberg://hadoop/db/orders?warehouse=file%3A%2F%2F%2Fdata%2Fwh",
+    ),
+    (
+        {"catalog_type": "rest", "warehouse": "analytics"},
+        "https://Catalog.example.com:8181/api/catalog/",
+        "iceberg://rest/db/orders?uri=https%3A%2F%2Fcatalog.example.com%3A8181%2Fapi%2Fcatalog"
+        "&warehouse=analytics",
+    ),
+    (
+        {"catalog_type": "hive"},
+        "thrift://metastore:9083",
+        "iceberg://hive/db/orders?uri=thrift%3A%2F%2Fmetastore%3A9083",
+    ),
+    (
+        {"catalog_type": "jdbc", "warehouse": "s3://b/wh", "catalog_name": "pg"},
+        "jdbc:postgresql://db:5432/iceberg",
+        "iceberg://jdbc/db/orders?catalog=pg&uri=jdbc%3Apostgresql%3A%2F%2Fdb%3A5432%2Ficeberg",
+    ),
+    (
+        {
+            "catalog_type": "glue",
+            "warehouse": "s3://b/wh",
+            "catalog_properties": {"glue.id": "123456789012", "client.region": "eu-west-1"},
+        },
+        None,
+        "iceberg://glue/db/orders?id=123456789012&region=eu-west-1",
+    ),
+    (
+        {"catalog_type": "nessie", "warehouse": "s3://b/wh", "catalog_properties": {"ref": "dev"}},
+        "http://nessie:19120/api/v2",
+        "iceberg://nessie/db/orders?ref=dev&uri=http%3A%2F%2Fnessie%3A19120%2Fapi%2Fv2",
+    ),
+    (
+        {"catalog_impl": "com.example.Cat", "warehouse": "s3://b/wh"},
+        None,
+        "iceberg://custom/db/orders?impl=com.example.Cat&warehouse=s3%3A%2F%2Fb%2Fwh",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "host", "expected"), EXAMPLES)
+def test_each_catalog_type_has_a_uri_that_airflow_keeps_as_is(extra, host, expected):
+    uri = _uri(extra, host)
+    assert uri == expected
+    # Airflow's own normalisation (through our registered sanitize handler) leaves it unchanged
+    assert Asset(uri).uri == uri
+
+
+def test_the_spark_catalog_alias_does_not_change_the_uri():
+    extra = {"catalog_type": "rest", "warehouse": "wh"}
+    one = _uri({**extra, "catalog_name": "prod"}, "http://rest:8181", table="prod.db.t")
+    two = _uri({**extra, "catalog_name": "lake"}, "http://rest:8181/", table="db.t")
+    assert one == two
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (
+            ({"catalog_type": "rest", "warehouse": "a"}, "http://rest:8181"),
+            ({"catalog_type": "rest", "warehouse": "b"}, "http://rest:8181"),
+        ),
+        (({"catalog_type": "rest"}, "http://rest-a:8181"), ({"catalog_type": "rest"}, "http://rest-b:8181")),
+        (
+            ({"catalog_type": "hadoop", "warehouse": "/wh/a"}, None),
+            ({"catalog_type": "hadoop", "warehouse": "/wh/b"}, None),
+        ),
+        (({"catalog_type": "hive"}, "thrift://ms-a:9083"), ({"catalog_type": "hive"}, "thrift://ms-b:9083")),
+        (
+            ({"catalog_type": "jdbc", "warehouse": "/w"}, "jdbc:postgresql://db:5432/a"),
+            ({"catalog_type": "jdbc", "warehouse": "/w"}, "jdbc:postgresql://db:5432/b"),
+        ),
+        # JdbcCatalog keys its rows by catalog name: two names on one database are two catalogs
+        (
+            ({"catalog_type": "jdbc", "warehouse": "/w", "catalog_name": "a"}, "jdbc:postgresql://db/x"),
+            ({"catalog_type": "jdbc", "warehouse": "/w", "catalog_name": "b"}, "jdbc:postgresql://db/x"),
+        ),
+    ],
+)
+def test_different_catalogs_have_different_uris(first, second):
+    assert _uri(*first) != _uri(*second)
+
+
+def test_hadoop_warehouse_spellings_of_one_directory_agree():
+    uris = {
+        _uri({"catalog_type": "hadoop", "warehouse": w}) for w in ("/wh", "/wh/", "file:/wh", "file:///wh")
+    }
+    assert len(uris) == 1
+
+
+def test_secrets_never_reach_the_uri():
+    uris = [
+        _uri({"catalog_type": "rest"}, f"http://user:{SECRET}@rest:8181?token={SECRET}", password=SECRET),
+        _uri({"catalog_type": "jdbc", "warehouse": "/w"}, f"jdbc:postgresql://db/x?user=u&password={SECRET}"),
+        _uri(
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            f"jdbc:sqlserver://db:1433;databaseName=x;password={SECRET}",
+        ),
+        _uri(
+            {"catalog_type": "hadoop", "warehouse": f"s3a://key:{SECRET}@bucket/wh"},
+            login="k",
+            password=SECRET,
+        ),
+    ]
+    for uri in uris:
+        assert SECRET not in urllib.parse.unquote(uri), uri
+    assert "databaseName%3Dx" in uris[2]  # a property that names the database is kept
+
+
+def test_sanitize_canonicalises_a_hand_written_uri():
+    written = Asset("iceberg://REST/db/orders?warehouse=wh&uri=HTTP://user@Rest:8181/api/").uri
+    assert written == "iceberg://rest/db/orders?uri=http%3A%2F%2Frest%3A8181%2Fapi&warehouse=wh"
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("iceberg://mysql/db/t?uri=x", "not one of"),
+        ("iceberg://hadoop/orders?warehouse=/wh", "namespace"),
+        ("iceberg://hadoop/db/t", "needs warehouse"),
+        ("iceberg://jdbc/db/t?uri=jdbc:sqlite:/x", "needs catalog"),
+        ("iceberg://rest/db/t?uri=http://r&token=abc", "unknown parameter"),
+    ],
+)
+def test_sanitize_rejects_malformed_uris(uri, message):
+    with pytest.raises(ValueError, match=message):
+        sanitize_uri(urllib.parse.urlsplit(uri))
+
+
+def test_multi_level_namespaces_and_hive_case():
+    uri = _uri({"catalog_type": "hadoop", "warehouse": "/wh"}, table="a.b.T")
+    assert parse_uri(uri)[1] == ["a", "b", "T"]
+    assert "/db/orders?" in _uri({"catalog_type": "hive"}, "thrift://ms:9083", table="DB.Orders")
+
+
+def test_openlineage_names_follow_openlineage_spark():
+    assert location_dataset_name("file:/wh/db/t") == ("file", "/wh/db/t")
+    assert location_dataset_name("/wh/db/t") == ("file", "/wh/db/t")
+    assert location_dataset_name("s3a://bucket/wh/db/t") == ("s3://bucket", "wh/db/t")
+    assert location_dataset_name("hdfs://nn:8020/wh/t") == ("hdfs://nn:8020", "wh/t")
+    assert asset_dataset_name(_uri({"catalog_type": "hadoop", "warehouse": "/wh"})) == (
+        "file",
+        "/wh/db/orders",
+    )
+    assert catalog_symlink("hive", ["db", "t"], {"uri": "thrift://ms:9083"}) == ("hive://ms:9083", "db.t")
+    assert catalog_symlink("glue", ["db", "t"], {"id": "1", "region": "r"}) == (
+        "arn:aws:glue:r:1",
+        "table/db/t",
+    )
+    assert catalog_symlink("rest", ["db", "t"], {"uri": "http://r:8181", "warehouse": "wh"}) == (
+        "http://r:8181?warehouse=wh",
+        "db.t",
+    )
+
+
+def test_iceberg_asset_names_any_spelling_like_the_operators_do():
+    canonical = "iceberg://hadoop/db/events?warehouse=file%3A%2F%2F%2Fwh"
+    for written in (
+        "iceberg://hadoop/db/events?warehouse=file:///wh/",
+        "ICEBERG://Hadoop/db/events/?warehouse=/wh",
+    ):
+        asset = iceberg_asset(written)
+        assert (asset.name, asset.uri) == (canonical, canonical)
+    with pytest.raises(ValueError, match="not an iceberg asset URI"):
+        iceberg_asset("s3://bucket/key")
+
+
+def test_the_scheme_is_registered_with_airflow():
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    from airflow_iceberg import assets
+
+    manager = ProvidersManagerTaskRuntime()
+    assert manager.asset_uri_handlers["iceberg"] is assets.sanitize_uri
+    assert manager.asset_factories["iceberg"] is assets.create_asset
+    assert manager.asset_to_openlineage_converters["iceberg"] is assets.convert_asset_to_openlineage
+
+
+def test_factory_and_openlineage_converter():
+    config = config_from_fields({"catalog_type": "hadoop", "warehouse": "/wh", "catalog_name": "lake"})
+    asset = create_asset(table="lake.db.orders", catalog_config=config)
+    assert asset.name == asset.uri == "iceberg://hadoop/db/orders?warehouse=file%3A%2F%2F%2Fwh"
+    dataset = convert_asset_to_openlineage(asset, None)
+    assert (dataset.namespace, dataset.name) == ("file", "/wh/db/orders")
+    hive = iceberg_asset("iceberg://hive/db/orders?uri=thrift://ms:9083")
+    dataset = convert_asset_to_openlineage(hive, None)
+    assert (dataset.namespace, dataset.name) == ("hive://ms:9083", "db.orders")

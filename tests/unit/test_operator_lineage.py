@@ -1,0 +1,151 @@
+"""Operators as asset producers and consumers, and their OpenLineage facets (spark-submit faked)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import AssetAlias
+from airflow.sdk.execution_time.context import OutletEventAccessors
+
+from airflow_iceberg.operators import (
+    IcebergAppendOperator,
+    IcebergRemoveOrphanFilesOperator,
+    IcebergTimeTravelReadOperator,
+)
+from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+
+URI = "iceberg://hadoop/db/orders?warehouse=file%3A%2F%2F%2Fwh"
+SUMMARY = {"airflow-iceberg.commit-id": "d:append:manual__1:-1", "added-records": "3"}
+
+
+@pytest.fixture
+def hadoop_catalog(iceberg_connection, spark_connection):
+    return iceberg_connection(
+        "lake",
+        extra={"catalog_name": "lake", "catalog_type": "hadoop", "warehouse": "/wh", "runtime_jar": "/j.jar"},
+    )
+
+
+def _submit_returning(result):
+    def execute(self, context):
+        args = self.application_args
+        Path(args[args.index("--result-file") + 1]).write_text(json.dumps(result))
+
+    return mock.patch.object(SparkSubmitOperator, "execute", execute)
+
+
+def _lineage(table, location, snapshot_id):
+    return {
+        table: {
+            "location": location,
+            "schema": [{"name": "id", "type": "bigint"}],
+            "snapshot_id": snapshot_id,
+        }
+    }
+
+
+def test_operators_declare_aliases_at_parse_time_without_a_connection(monkeypatch):
+    monkeypatch.setattr(
+        "airflow.sdk.bases.hook.BaseHook.get_connection",
+        mock.Mock(side_effect=AssertionError("parse-time lookup")),
+    )
+    write = IcebergAppendOperator(
+        task_id="w", table="db.{{ params.t }}", iceberg_conn_id="c", source_query="SELECT 1"
+    )
+    read = IcebergTimeTravelReadOperator(task_id="r", table="db.a", iceberg_conn_id="c", sink_table="db.b")
+    orphans = IcebergRemoveOrphanFilesOperator(task_id="o", table="db.a", iceberg_conn_id="c")
+    assert write.outlets == [AssetAlias("iceberg-table:c:db.{{ params.t }}")] and write.inlets == []
+    assert read.inlets == [AssetAlias("iceberg-table:c:db.a")]
+    assert read.outlets == [AssetAlias("iceberg-table:c:db.b")]
+    assert orphans.inlets == [] and orphans.outlets == []
+
+
+def test_a_new_write_operator_gets_outlets_by_setting_writes_table(hadoop_catalog):
+    class Upkeep(IcebergSparkSubmitOperator):
+        writes_table = True
+
+    assert Upkeep(task_id="u", table="db.t").outlets == [
+        AssetAlias("iceberg-table:iceberg_catalog_default:db.t")
+    ]
+
+
+def test_a_commit_emits_the_tables_asset_with_the_commit_as_extra(hadoop_catalog):
+    result = {
+        "status": "success",
+        "table": "lake.db.orders",
+        "mode": "append",
+        "snapshot_id": 42,
+        "parent_snapshot_id": 41,
+        "operation": "append",
+        "added_records": 3,
+        "total_records": 10,
+        "summary": SUMMARY,
+        "lineage": _lineage("lake.db.orders", "file:/wh/db/orders", 42),
+    }
+    op = IcebergAppendOperator(
+        task_id="append", table="{{ params.t }}", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
+    )
+    op.table = "db.orders"  # as rendered
+    events = OutletEventAccessors()
+    with _submit_returning(result):
+        xcom = op.execute({"outlet_events": events})
+    assert "lineage" not in xcom  # the XCom stays what it was
+    alias_events = events[AssetAlias("iceberg-table:lake:{{ params.t }}")].asset_alias_events
+    assert len(alias_events) == 1
+    event = alias_events[0]
+    assert (event.dest_asset_key.name, event.dest_asset_key.uri) == (URI, URI)
+    assert event.extra == {
+        "table": "lake.db.orders",
+        "snapshot_id": 42,
+        "parent_snapshot_id": 41,
+        "operation": "append",
+        "added_records": 3,
+        "total_records": 10,
+        "commit_id": "d:append:manual__1:-1",
+    }
+
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert lineage.inputs == []
+    (output,) = lineage.outputs
+    assert (output.namespace, output.name) == ("file", "/wh/db/orders")
+    assert output.facets["version"].datasetVersion == "42"
+    assert [(f.name, f.type) for f in output.facets["schema"].fields] == [("id", "bigint")]
+    (symlink,) = output.facets["symlinks"].identifiers
+    assert (symlink.namespace, symlink.name, symlink.type) == ("file:///wh", "db.orders", "TABLE")
+
+
+def test_a_read_is_an_input_at_the_snapshot_it_read_and_its_sink_an_output(hadoop_catalog):
+    result = {
+        "status": "success",
+        "table": "lake.db.orders",
+        "snapshot_id": 7,
+        "row_count": 3,
+        "sink": {"table": "lake.db.copy", "snapshot_id": 8, "operation": "append", "summary": {}},
+        "lineage": {
+            **_lineage("lake.db.orders", "file:/wh/db/orders", 9),
+            **_lineage("lake.db.copy", "file:/wh/db/copy", 8),
+        },
+    }
+    op = IcebergTimeTravelReadOperator(
+        task_id="r", table="db.orders", iceberg_conn_id=hadoop_catalog, snapshot_id=7, sink_table="db.copy"
+    )
+    events = OutletEventAccessors()
+    with _submit_returning(result):
+        op.execute({"outlet_events": events})
+    (event,) = events[AssetAlias("iceberg-table:lake:db.copy")].asset_alias_events
+    assert event.dest_asset_key.uri == URI.replace("orders", "copy")
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert [(d.name, d.facets["version"].datasetVersion) for d in lineage.inputs] == [("/wh/db/orders", "7")]
+    assert [(d.name, d.facets["version"].datasetVersion) for d in lineage.outputs] == [("/wh/db/copy", "8")]
+
+
+def test_a_job_without_a_commit_emits_nothing(hadoop_catalog):
+    op = IcebergTimeTravelReadOperator(task_id="r", table="db.orders", iceberg_conn_id=hadoop_catalog)
+    events = OutletEventAccessors()
+    with _submit_returning({"status": "success", "table": "lake.db.orders", "snapshot_id": 7}):
+        op.execute({"outlet_events": events})
+    assert len(events) == 0
