@@ -31,6 +31,8 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
     :param drop_branch: Drop ``branch`` once published. Default False.
     """
 
+    writes_table = True
+
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "branch", "target_branch")
 
     def __init__(

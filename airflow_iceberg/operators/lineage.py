@@ -62,6 +62,11 @@ def event_extra(table: str, commit: Mapping[str, Any]) -> dict[str, Any]:
     return extra
 
 
+def committed_ref(commit: Mapping[str, Any]) -> str:
+    """The branch a result's commit landed on: a publish's target, a branch write's branch, else ``main``."""
+    return str(commit.get("target_branch") or commit.get("branch") or "main")
+
+
 class TableLineageMixin:
     """Declare a task's tables as asset aliases; at run time emit their assets and OpenLineage facets.
 
@@ -128,8 +133,8 @@ class TableLineageMixin:
         if outlet_events is None:
             return
         for alias, commit in zip(self.table_alias_names, self.written_commits(result), strict=False):
-            if not commit or commit.get("snapshot_id") is None:
-                continue
+            if not commit or commit.get("snapshot_id") is None or committed_ref(commit) != "main":
+                continue  # nothing committed, or committed to an audit branch: readers of main see no change
             table = str(commit["table"])
             uri = self.table_asset_uri(table, configs)
             outlet_events[AssetAlias(alias)].add(Asset(name=uri, uri=uri), extra=event_extra(table, commit))

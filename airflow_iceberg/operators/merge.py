@@ -59,6 +59,8 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         snapshot when missing. (templated)
     """
 
+    writes_table = True
+
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
         "source_query",
@@ -130,6 +132,8 @@ class IcebergDeleteOperator(IcebergSparkSubmitOperator):
     :param branch: Delete on this branch instead of ``main``; created from ``main``'s current
         snapshot when missing. (templated)
     """
+
+    writes_table = True
 
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "condition", "branch")
 

@@ -149,3 +149,26 @@ def test_a_job_without_a_commit_emits_nothing(hadoop_catalog):
     with _submit_returning({"status": "success", "table": "lake.db.orders", "snapshot_id": 7}):
         op.execute({"outlet_events": events})
     assert len(events) == 0
+
+
+def test_merge_delete_and_publish_are_producers_but_only_of_commits_to_main(hadoop_catalog):
+    from airflow_iceberg.operators import IcebergDeleteOperator, IcebergMergeOperator, IcebergPublishOperator
+
+    merge = IcebergMergeOperator(task_id="m", table="db.t", source_table="db.s", keys=["id"])
+    delete = IcebergDeleteOperator(task_id="d", table="db.t", condition="id = 1", branch="audit")
+    publish = IcebergPublishOperator(task_id="p", table="db.t", branch="audit")
+    alias = AssetAlias("iceberg-table:iceberg_catalog_default:db.t")
+    assert merge.outlets == delete.outlets == publish.outlets == [alias]
+
+    commit = {"status": "success", "table": "lake.db.t", "snapshot_id": 5, "operation": "delete"}
+    for op, result, events_expected in (
+        (delete, {**commit, "branch": "audit"}, 0),  # on the audit branch: main readers see nothing new
+        (publish, {**commit, "branch": "audit", "target_branch": "main"}, 1),
+        (merge, {**commit, "branch": "main"}, 1),
+    ):
+        op.iceberg_conn_id = hadoop_catalog
+        events = OutletEventAccessors()
+        with _submit_returning(result):
+            op.execute({"outlet_events": events})
+        alias_name = "iceberg-table:iceberg_catalog_default:db.t"
+        assert len(events[AssetAlias(alias_name)].asset_alias_events) == events_expected, op.task_id
