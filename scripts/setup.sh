@@ -2,7 +2,8 @@
 # Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .cache/jars/  the official Iceberg Spark runtime jar, from Maven Central
+#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh)
+#   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, from Maven Central
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +25,20 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
 
 make_venv .venv requirements/airflow.txt -e .
 make_venv .spark-venv requirements/spark.txt
+make_venv .spark4-venv requirements/spark4.txt
 
-# The official Apache Iceberg Spark runtime, from Maven Central, with Maven's local repository kept
-# inside the checkout (.cache/m2) so a second setup needs no network.
-if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
-  echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
-  mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
-    -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
-fi
+# The official Apache Iceberg Spark runtime of each Spark line, from Maven Central, with Maven's
+# local repository kept inside the checkout (.cache/m2) so a second setup needs no network.
+for line in 3.5 4.0; do
+  (
+    SPARK_LINE=$line source scripts/local_env.sh
+    if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
+      echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
+      mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
+        -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
+    fi
+  )
+done
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \
@@ -54,4 +61,5 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   airflow db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
-echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $(.spark-venv/bin/python -c "import pyspark; print(pyspark.__version__)")"
+echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $(.spark-venv/bin/python -c "import pyspark; print(pyspark.__version__)")" \
+  "and $(.spark4-venv/bin/python -c "import pyspark; print(pyspark.__version__)")"
