@@ -1,8 +1,15 @@
 # `make demo` and `make test` work on a fresh machine: each sets everything up first.
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
+# The same, with Spark 4.0 as the worker's Spark (spark-submit, SPARK_HOME, the 4.0_2.13 runtime jar).
+SPARK4_ENV := export SPARK_LINE=4.0 && source scripts/local_env.sh &&
+JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
+define spark4_tests
+	$(SPARK4_ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
+	$(SPARK4_ENV) pytest -q tests/integration/test_example_dag.py
+endef
 
-.PHONY: setup demo test unit-test job-test integration-test lint clean bench
+.PHONY: setup demo test spark4-test unit-test job-test integration-test lint clean bench
 
 setup:
 	bash scripts/setup.sh
@@ -12,16 +19,22 @@ demo: setup
 	$(ENV) rm -rf "$$ICEBERG_DEMO_WAREHOUSE" && airflow dags test iceberg_daily_orders 2024-01-02
 	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
-## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything).
+## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything);
+## then the job suite and the example DAG again on Spark 4.0.
 test: setup
 	$(ENV) pytest -q tests/unit tests/integration tests/servers
-	$(ENV) .spark-venv/bin/python -m pytest -q -p no:cacheprovider tests/jobs
+	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
+	$(spark4_tests)
+
+## The job suite and the example DAG end to end (real Airflow + Spark 4.0's spark-submit) on Spark 4.0.
+spark4-test: setup
+	$(spark4_tests)
 
 unit-test: setup
 	$(ENV) pytest -q tests/unit
 
 job-test: setup
-	$(ENV) .spark-venv/bin/python -m pytest -q -p no:cacheprovider tests/jobs
+	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
 
 integration-test: setup
 	$(ENV) pytest -q -m integration tests/integration tests/servers
@@ -34,4 +47,4 @@ lint: setup
 	$(ENV) ruff check airflow_iceberg dags tests scripts benchmarks
 
 clean:
-	rm -rf .venv .spark-venv .cache .airflow .spark-conf warehouse
+	rm -rf .venv .spark-venv .spark4-venv .cache .airflow .spark-conf warehouse
