@@ -6,7 +6,7 @@ SPARK4_ENV := export SPARK_LINE=4.0 && source scripts/local_env.sh &&
 JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
 define spark4_tests
 	$(SPARK4_ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	$(SPARK4_ENV) pytest -q tests/integration/test_example_dag.py
+	$(SPARK4_ENV) pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
 endef
 
 .PHONY: setup demo test spark4-test unit-test job-test integration-test lint clean bench
