@@ -3,6 +3,7 @@
 # SPARK_LINE picks the Spark runtime, as the Spark installed on an Airflow worker would:
 #   3.5 (default)  .spark-venv   pyspark 3.5, Scala 2.12, iceberg-spark-runtime-3.5_2.12
 #   4.0            .spark4-venv  pyspark 4.0, Scala 2.13, iceberg-spark-runtime-4.0_2.13
+#   4.1            .spark41-venv pyspark 4.1, Scala 2.13, iceberg-spark-runtime-4.1_2.13 (1.11)
 #   e.g.  SPARK_LINE=4.0 source scripts/local_env.sh
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export AIRFLOW_HOME="$_root/.airflow"
@@ -16,7 +17,8 @@ export SPARK_LINE="${SPARK_LINE:-3.5}"
 case "$SPARK_LINE" in
   3.5) _venv=.spark-venv;  _scala=2.12; _iceberg=1.10.2 ;;
   4.0) _venv=.spark4-venv; _scala=2.13; _iceberg=1.10.2 ;;
-  *) echo "local_env.sh: SPARK_LINE=$SPARK_LINE is not one of 3.5, 4.0" >&2; return 1 2>/dev/null || exit 1 ;;
+  4.1) _venv=.spark41-venv; _scala=2.13; _iceberg=1.11.0 ;;
+  *) echo "local_env.sh: SPARK_LINE=$SPARK_LINE is not one of 3.5, 4.0, 4.1" >&2; return 1 2>/dev/null || exit 1 ;;
 esac
 export SPARK_VENV="$_root/$_venv"
 _artifact="iceberg-spark-runtime-${SPARK_LINE}_$_scala"

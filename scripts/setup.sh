@@ -2,7 +2,8 @@
 # Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh)
+#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh);
+#                 .spark41-venv/ (pyspark 4.1) only when asked for with SPARK_LINES="3.5 4.0 4.1"
 #   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, from Maven Central
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
@@ -24,14 +25,17 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
 }
 
 make_venv .venv requirements/airflow.txt -e .
-make_venv .spark-venv requirements/spark.txt
-make_venv .spark4-venv requirements/spark4.txt
 
-# The official Apache Iceberg Spark runtime of each Spark line, from Maven Central, with Maven's
-# local repository kept inside the checkout (.cache/m2) so a second setup needs no network.
-for line in 3.5 4.0; do
+# Each Spark line's runtime (its venv, as scripts/local_env.sh names it) and the official Apache
+# Iceberg Spark runtime built for it, from Maven Central, with Maven's local repository kept inside
+# the checkout (.cache/m2) so a second setup needs no network. `make test` runs 3.5 and 4.0;
+# SPARK_LINES="3.5 4.0 4.1" adds the 4.1 line for `make spark41-test`.
+declare -A SPARK_REQUIREMENTS=([3.5]=requirements/spark.txt [4.0]=requirements/spark4.txt \
+                               [4.1]=requirements/spark41.txt)
+for line in ${SPARK_LINES:-3.5 4.0}; do
   (
     SPARK_LINE=$line source scripts/local_env.sh
+    make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
     if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
       echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
       mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \

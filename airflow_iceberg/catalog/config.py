@@ -145,7 +145,7 @@ class CatalogConfig:
     def _validate_runtime_versions(self) -> None:
         """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
         spark = _release(self.spark_version)
-        if spark[:1] < (4,):
+        if spark[:1] < (4,) or self.runtime_jar:  # a runtime jar replaces the coordinate
             return
         _check(
             self.scala_version == SPARK4_SCALA_VERSION,

@@ -102,6 +102,11 @@ def test_scala_version_follows_spark_unless_set(versions, scala):
     assert config_from_fields({"warehouse": "/w", **versions}).scala_version == scala
 
 
+def test_a_runtime_jar_replaces_the_coordinate_so_its_versions_are_not_checked():
+    config = config_from_fields({"warehouse": "/w", "spark_version": "4.1", "runtime_jar": "/j/rt.jar"})
+    assert (config.spark_version, config.iceberg_version) == ("4.1", "1.10.2")
+
+
 def test_catalog_impl_alone_clears_the_default_type():
     config = config_from_fields({"catalog_impl": "org.apache.iceberg.jdbc.JdbcCatalog"})
     assert (config.kind, config.catalog_type) == ("custom", None)
