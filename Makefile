@@ -1,15 +1,16 @@
 # `make demo` and `make test` work on a fresh machine: each sets everything up first.
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
-# The same, with Spark 4.0 as the worker's Spark (spark-submit, SPARK_HOME, the 4.0_2.13 runtime jar).
-SPARK4_ENV := export SPARK_LINE=4.0 && source scripts/local_env.sh &&
 JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
-define spark4_tests
-	$(SPARK4_ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	$(SPARK4_ENV) pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
+# $(call line_tests,4.0): the job suite, and the example DAG end to end, with that Spark line as the
+# worker's Spark (its spark-submit, SPARK_HOME and Iceberg runtime jar; see scripts/local_env.sh).
+define line_tests
+	export SPARK_LINE=$(1) && source scripts/local_env.sh && "$$SPARK_VENV/bin/python" $(JOB_TESTS)
+	export SPARK_LINE=$(1) && source scripts/local_env.sh && \
+	  pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
 endef
 
-.PHONY: setup demo test spark4-test unit-test job-test integration-test lint clean bench
+.PHONY: setup demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench
 
 setup:
 	bash scripts/setup.sh
@@ -24,11 +25,16 @@ demo: setup
 test: setup
 	$(ENV) pytest -q tests/unit tests/integration tests/servers
 	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	$(spark4_tests)
+	$(call line_tests,4.0)
 
 ## The job suite and the example DAG end to end (real Airflow + Spark 4.0's spark-submit) on Spark 4.0.
 spark4-test: setup
-	$(spark4_tests)
+	$(call line_tests,4.0)
+
+## The same on Spark 4.1 (Iceberg 1.11), not part of `make test`: sets up the 4.1 line first.
+spark41-test:
+	SPARK_LINES="3.5 4.0 4.1" bash scripts/setup.sh
+	$(call line_tests,4.1)
 
 unit-test: setup
 	$(ENV) pytest -q tests/unit
@@ -47,4 +53,4 @@ lint: setup
 	$(ENV) ruff check airflow_iceberg dags tests scripts benchmarks
 
 clean:
-	rm -rf .venv .spark-venv .spark4-venv .cache .airflow .spark-conf warehouse
+	rm -rf .venv .spark-venv .spark4-venv .spark41-venv .cache .airflow .spark-conf warehouse
