@@ -65,5 +65,7 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   airflow db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
-echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $(.spark-venv/bin/python -c "import pyspark; print(pyspark.__version__)")" \
-  "and $(.spark4-venv/bin/python -c "import pyspark; print(pyspark.__version__)")"
+pysparks=$(for line in ${SPARK_LINES:-3.5 4.0}; do
+  (SPARK_LINE=$line source scripts/local_env.sh && "$SPARK_VENV/bin/python" -c "import pyspark; print(pyspark.__version__)")
+done | paste -sd, -)
+echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $pysparks"
