@@ -1,8 +1,16 @@
 # `make demo` and `make test` work on a fresh machine: each sets everything up first.
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
+JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
+# $(call line_tests,4.0): the job suite, and the example DAG end to end, with that Spark line as the
+# worker's Spark (its spark-submit, SPARK_HOME and Iceberg runtime jar; see scripts/local_env.sh).
+define line_tests
+	export SPARK_LINE=$(1) && source scripts/local_env.sh && "$$SPARK_VENV/bin/python" $(JOB_TESTS)
+	export SPARK_LINE=$(1) && source scripts/local_env.sh && \
+	  pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
+endef
 
-.PHONY: setup demo test unit-test job-test integration-test lint clean bench
+.PHONY: setup demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench
 
 setup:
 	bash scripts/setup.sh
@@ -12,16 +20,27 @@ demo: setup
 	$(ENV) rm -rf "$$ICEBERG_DEMO_WAREHOUSE" && airflow dags test iceberg_daily_orders 2024-01-02
 	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
-## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything).
+## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything);
+## then the job suite and the example DAG again on Spark 4.0.
 test: setup
 	$(ENV) pytest -q tests/unit tests/integration tests/servers
-	$(ENV) .spark-venv/bin/python -m pytest -q -p no:cacheprovider tests/jobs
+	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
+	$(call line_tests,4.0)
+
+## The job suite and the example DAG end to end (real Airflow + Spark 4.0's spark-submit) on Spark 4.0.
+spark4-test: setup
+	$(call line_tests,4.0)
+
+## The same on Spark 4.1 (Iceberg 1.11), not part of `make test`: sets up the 4.1 line first.
+spark41-test:
+	SPARK_LINES="3.5 4.0 4.1" bash scripts/setup.sh
+	$(call line_tests,4.1)
 
 unit-test: setup
 	$(ENV) pytest -q tests/unit
 
 job-test: setup
-	$(ENV) .spark-venv/bin/python -m pytest -q -p no:cacheprovider tests/jobs
+	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
 
 integration-test: setup
 	$(ENV) pytest -q -m integration tests/integration tests/servers
@@ -34,4 +53,4 @@ lint: setup
 	$(ENV) ruff check airflow_iceberg dags tests scripts benchmarks
 
 clean:
-	rm -rf .venv .spark-venv .cache .airflow .spark-conf warehouse
+	rm -rf .venv .spark-venv .spark4-venv .spark41-venv .cache .airflow .spark-conf warehouse

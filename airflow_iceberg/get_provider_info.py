@@ -106,8 +106,12 @@ CONN_FIELDS: dict[str, Any] = {
     "iceberg_version": _required(
         "Iceberg version", "Version of iceberg-spark-runtime to load.", default="1.10.2"
     ),
-    "spark_version": _required("Spark version", "Spark major.minor of the cluster.", default="3.5"),
-    "scala_version": _required("Scala version", "Scala binary version of the Spark build.", default="2.12"),
+    "spark_version": _required(
+        "Spark version", "Spark major.minor of the cluster (3.5, 4.0, 4.1).", default="3.5"
+    ),
+    "scala_version": _field(
+        "Scala version", "Scala binary version of the Spark build; blank: 2.12 for Spark 3, 2.13 for Spark 4."
+    ),
     "runtime_jar": _field(
         "Runtime jar",
         "Path or URL of an iceberg-spark-runtime jar; replaces the Maven "

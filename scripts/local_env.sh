@@ -1,5 +1,10 @@
 # Source this file to work with the checkout's local Airflow and Spark:  source scripts/local_env.sh
 # It only exports variables; scripts/setup.sh creates what they point at.
+# SPARK_LINE picks the Spark runtime, as the Spark installed on an Airflow worker would:
+#   3.5 (default)  .spark-venv   pyspark 3.5, Scala 2.12, iceberg-spark-runtime-3.5_2.12
+#   4.0            .spark4-venv  pyspark 4.0, Scala 2.13, iceberg-spark-runtime-4.0_2.13
+#   4.1            .spark41-venv pyspark 4.1, Scala 2.13, iceberg-spark-runtime-4.1_2.13 (1.11)
+#   e.g.  SPARK_LINE=4.0 source scripts/local_env.sh
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export AIRFLOW_HOME="$_root/.airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$_root/dags"
@@ -8,18 +13,27 @@ export AIRFLOW__CORE__UNIT_TEST_MODE=False
 # Spark's machine-level settings (loopback only, no UI port) live in spark-defaults.conf, not in DAGs.
 export SPARK_CONF_DIR="$_root/.spark-conf"
 export SPARK_LOCAL_IP=127.0.0.1
-export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
-export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+export SPARK_LINE="${SPARK_LINE:-3.5}"
+case "$SPARK_LINE" in
+  3.5) _venv=.spark-venv;  _scala=2.12; _iceberg=1.10.2 ;;
+  4.0) _venv=.spark4-venv; _scala=2.13; _iceberg=1.10.2 ;;
+  4.1) _venv=.spark41-venv; _scala=2.13; _iceberg=1.11.0 ;;
+  *) echo "local_env.sh: SPARK_LINE=$SPARK_LINE is not one of 3.5, 4.0, 4.1" >&2; return 1 2>/dev/null || exit 1 ;;
+esac
+export SPARK_VENV="$_root/$_venv"
+_artifact="iceberg-spark-runtime-${SPARK_LINE}_$_scala"
+export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:$_artifact:$_iceberg"
+export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/$_artifact-$_iceberg.jar"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
 # Airflow workers find spark-submit on PATH; here it comes from the separate Spark runtime.
 # SPARK_HOME and PYSPARK_PYTHON pin that runtime: otherwise spark-submit's find-spark-home asks
 # the first `python` on PATH, which is Airflow's, whose pyspark-client has no Spark distribution.
-export PATH="$_root/.venv/bin:$_root/.spark-venv/bin:$PATH"
-export PYSPARK_PYTHON="$_root/.spark-venv/bin/python"
+export PATH="$_root/.venv/bin:$SPARK_VENV/bin:$PATH"
+export PYSPARK_PYTHON="$SPARK_VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
-for _home in "$_root"/.spark-venv/lib/python3*/site-packages/pyspark; do export SPARK_HOME="$_home"; done
-unset _home
+for _home in "$SPARK_VENV"/lib/python3*/site-packages/pyspark; do export SPARK_HOME="$_home"; done
+unset _home _venv _scala _iceberg _artifact
 # The demo's connections, as a user would define them (see README "Quickstart").
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
-export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="{\"conn_type\": \"iceberg_catalog\", \"extra\": {\"catalog_name\": \"demo\", \"catalog_type\": \"hadoop\", \"warehouse\": \"file://$ICEBERG_DEMO_WAREHOUSE\", \"runtime_jar\": \"$ICEBERG_RUNTIME_JAR\"}}"
+export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="{\"conn_type\": \"iceberg_catalog\", \"extra\": {\"catalog_name\": \"demo\", \"catalog_type\": \"hadoop\", \"warehouse\": \"file://$ICEBERG_DEMO_WAREHOUSE\", \"spark_version\": \"$SPARK_LINE\", \"runtime_jar\": \"$ICEBERG_RUNTIME_JAR\"}}"
 unset _root

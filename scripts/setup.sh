@@ -2,7 +2,9 @@
 # Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .cache/jars/  the official Iceberg Spark runtime jar, from Maven Central
+#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh);
+#                 .spark41-venv/ (pyspark 4.1) only when asked for with SPARK_LINES="3.5 4.0 4.1"
+#   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, from Maven Central
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,15 +25,24 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
 }
 
 make_venv .venv requirements/airflow.txt -e .
-make_venv .spark-venv requirements/spark.txt
 
-# The official Apache Iceberg Spark runtime, from Maven Central, with Maven's local repository kept
-# inside the checkout (.cache/m2) so a second setup needs no network.
-if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
-  echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
-  mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
-    -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
-fi
+# Each Spark line's runtime (its venv, as scripts/local_env.sh names it) and the official Apache
+# Iceberg Spark runtime built for it, from Maven Central, with Maven's local repository kept inside
+# the checkout (.cache/m2) so a second setup needs no network. `make test` runs 3.5 and 4.0;
+# SPARK_LINES="3.5 4.0 4.1" adds the 4.1 line for `make spark41-test`.
+declare -A SPARK_REQUIREMENTS=([3.5]=requirements/spark.txt [4.0]=requirements/spark4.txt \
+                               [4.1]=requirements/spark41.txt)
+for line in ${SPARK_LINES:-3.5 4.0}; do
+  (
+    SPARK_LINE=$line source scripts/local_env.sh
+    make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
+    if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
+      echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
+      mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
+        -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
+    fi
+  )
+done
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \
@@ -68,4 +79,7 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   airflow db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
-echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $(.spark-venv/bin/python -c "import pyspark; print(pyspark.__version__)")"
+pysparks=$(for line in ${SPARK_LINES:-3.5 4.0}; do
+  (SPARK_LINE=$line source scripts/local_env.sh && "$SPARK_VENV/bin/python" -c "import pyspark; print(pyspark.__version__)")
+done | paste -sd, -)
+echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $pysparks"

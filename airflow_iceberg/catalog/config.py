@@ -23,6 +23,9 @@ DEFAULT_CATALOG_NAME = "iceberg"
 DEFAULT_ICEBERG_VERSION = "1.10.2"
 DEFAULT_SPARK_VERSION = "3.5"
 DEFAULT_SCALA_VERSION = "2.12"
+#: Spark 4 is built for Scala 2.13 only; its Iceberg runtimes start at these Iceberg releases.
+SPARK4_SCALA_VERSION = "2.13"
+FIRST_ICEBERG_FOR_SPARK = {(4, 0): (1, 10), (4, 1): (1, 11)}
 CONN_TYPE = "iceberg_catalog"
 
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
@@ -139,6 +142,7 @@ class CatalogConfig:
                 name,
                 f"{getattr(self, name)!r} is not a version such as 1.10.2",
             )
+        self._validate_runtime_versions()
         if self.cache_expiration_interval_ms is not None:
             _check(
                 self.cache_expiration_interval_ms >= -1,
@@ -146,6 +150,25 @@ class CatalogConfig:
                 "must be -1 (never expire), 0 (no cache) or a positive number of milliseconds",
             )
         return self
+
+    def _validate_runtime_versions(self) -> None:
+        """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
+        spark = _release(self.spark_version)
+        if spark[:1] < (4,) or self.runtime_jar:  # a runtime jar replaces the coordinate
+            return
+        _check(
+            self.scala_version == SPARK4_SCALA_VERSION,
+            "scala_version",
+            f"Spark {self.spark_version} is built for Scala {SPARK4_SCALA_VERSION} only, "
+            f"not {self.scala_version}",
+        )
+        first = FIRST_ICEBERG_FOR_SPARK.get(spark[:2])
+        _check(
+            first is None or _release(self.iceberg_version)[:2] >= first,
+            "iceberg_version",
+            f"Iceberg {self.iceberg_version} has no runtime for Spark {'.'.join(map(str, spark[:2]))}; "
+            f"use Iceberg {'.'.join(map(str, first or ()))}.0 or later",
+        )
 
     def _validate_locations(self) -> None:
         kind = self.kind
@@ -300,10 +323,18 @@ def config_from_fields(
         values["catalog_type"] = None
     if values.get("session_catalog") and "catalog_name" not in values:
         values["catalog_name"] = SESSION_CATALOG_NAME
+    if "scala_version" not in values and _release(values.get("spark_version", ""))[:1] >= (4,):
+        values["scala_version"] = SPARK4_SCALA_VERSION  # unset, it follows Spark: 2.13 for Spark 4
     uri = _uri(extra.get("uri") or host, port or None)
     if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
         uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
     return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version: ``4.0.1`` -> (4, 0, 1), ``1.11.0-rc1`` -> (1, 11, 0)."""
+    numbers = re.match(r"[0-9]+(\.[0-9]+)*", str(version))
+    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
 
 
 def _as_is(value: Any, name: str) -> Any:

@@ -103,7 +103,7 @@ def describe_error(error: BaseException) -> str:
     """
     java = getattr(error, "java_exception", None)
     if java is None:
-        return f"{type(error).__name__}: {error}".strip().splitlines()[0]
+        return _first_line(f"{type(error).__name__}: {error}")
     text = _java_summary(java)
     root = java
     while root.getCause() is not None and not root.getCause().equals(root):
@@ -116,7 +116,19 @@ def describe_error(error: BaseException) -> str:
 def _java_summary(throwable: Any) -> str:
     message = throwable.getMessage()
     text = f"{throwable.getClass().getSimpleName()}: {message}" if message else str(throwable.toString())
-    return text.strip().splitlines()[0]
+    return _first_line(text)
+
+
+def _first_line(text: str) -> str:
+    """The message's first line, and the next one if the first ends with a colon.
+
+    Spark 4 breaks some messages right after the colon that introduces what they are about
+    ("NULL value appeared in non-nullable field: \nid"), which the first line alone would lose.
+    """
+    lines = [line.strip() for line in text.strip().splitlines()] or [""]
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
 def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.commits import earlier_commit, new_commit_id, result_of_write, write_options_for
-from airflow_iceberg.jobs.scan import project, reader_options
+from airflow_iceberg.jobs.scan import project, reader_options, with_spark_time_travel
 from airflow_iceberg.jobs.streams import stream_table
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
@@ -117,12 +117,15 @@ def incremental_range(spark: SparkSession, spec: job_spec.ReadSpec) -> tuple[int
 
 def read_frame(spark: SparkSession, spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> DataFrame:
     """The batch DataFrame a read produces (options, selector, filter and columns applied)."""
-    if spec.start_snapshot_id is not None and spec.start_snapshot_id == snapshot_id:
+    empty_range = spec.start_snapshot_id is not None and spec.start_snapshot_id == snapshot_id
+    if empty_range:
         # An empty range: Iceberg rejects start == end, but "nothing new since start" is a normal
         # outcome for a pipeline that reads incrementally from where it stopped.
         options = {**spec.read_options, "snapshot-id": str(snapshot_id)}
-        return project(spark.read.options(**options).table(spec.table).limit(0), spec)
-    return project(spark.read.options(**reader_options(spec, snapshot_id)).table(spec.table), spec)
+    else:
+        options = reader_options(spec, snapshot_id)
+    df = spark.read.options(**with_spark_time_travel(spark, options, snapshot_id)).table(spec.table)
+    return project(df.limit(0) if empty_range else df, spec)
 
 
 def read_table(

@@ -8,7 +8,7 @@ from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.user_sql import expression
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 #: ReadSpec field -> Iceberg read option, for the options that choose which data is read.
 _SELECTOR_OPTIONS = (
@@ -41,6 +41,28 @@ def reader_options(spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> d
     if snapshot_id is not None and spec.start_snapshot_id is not None:
         options["end-snapshot-id"] = str(snapshot_id)
     return options
+
+
+#: Iceberg's own time-travel read options, which its Spark 4.1 runtime (Iceberg 1.11) refuses:
+#: "Time travel option `snapshot-id` is no longer supported, use Spark built-in `versionAsOf`".
+_ICEBERG_TIME_TRAVEL_OPTIONS = ("snapshot-id", "as-of-timestamp", "tag")
+
+
+def with_spark_time_travel(
+    spark: SparkSession, options: dict[str, str], snapshot_id: int | None
+) -> dict[str, str]:
+    """On Spark 4.1 and later, time-travel with Spark's ``versionAsOf`` instead of Iceberg's options.
+
+    ``snapshot_id`` is the snapshot the job resolved for the read's selector (a snapshot id, the
+    snapshot current at a timestamp, or a tag's), so reading that snapshot by id reads the same
+    data with the same (snapshot's) schema. Earlier Spark lines keep Iceberg's options unchanged.
+    """
+    travels = [key for key in _ICEBERG_TIME_TRAVEL_OPTIONS if key in options]
+    release = tuple(int(part) for part in spark.version.split(".")[:2] if part.isdigit())
+    if not travels or snapshot_id is None or release < (4, 1):
+        return options
+    kept = {key: value for key, value in options.items() if key not in travels}
+    return {**kept, "versionAsOf": str(snapshot_id)}
 
 
 def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:

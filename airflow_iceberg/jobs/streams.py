@@ -98,7 +98,17 @@ def _await(query: StreamingQuery) -> list[dict[str, Any]]:
     finally:
         if query.isActive:
             query.stop()
-    return list(query.recentProgress)
+    return [_as_json_dict(update) for update in query.recentProgress]
+
+
+def _as_json_dict(update: Mapping[str, Any]) -> dict[str, Any]:
+    """A progress update as Spark's own JSON says it.
+
+    pyspark 3.5 gives plain dicts. pyspark 4's ``StreamingQueryProgress`` objects hold each source
+    offset as ``str()`` of a dict, a Python repr that is not JSON; their ``json`` property is exact.
+    """
+    text = getattr(update, "json", None)
+    return json.loads(text) if isinstance(text, str) else dict(update)
 
 
 def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:

@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+try:  # Spark 4 moved the partition transforms here; the old names in functions are deprecated
+    from pyspark.sql.functions import partitioning as transforms
+except ImportError:  # Spark 3.5
+    transforms = F
+
 from airflow_iceberg.jobs import job_spec, user_sql
 from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import (
@@ -58,8 +63,8 @@ def transform_column(expression: str) -> Column:
     if transform == "identity":
         return F.col(column)
     if transform == "bucket":
-        return F.bucket(int(argument or 0), F.col(column))
-    return getattr(F, transform)(F.col(column))
+        return transforms.bucket(int(argument or 0), F.col(column))
+    return getattr(transforms, transform)(F.col(column))
 
 
 def _transform_sql(expression: str) -> str:

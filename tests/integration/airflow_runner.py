@@ -72,6 +72,7 @@ def hadoop_catalog_connection(warehouse: Path, catalog_name: str = "demo") -> di
             "catalog_name": catalog_name,
             "catalog_type": "hadoop",
             "warehouse": f"file://{warehouse}",
+            "spark_version": os.environ.get("SPARK_LINE", "3.5"),  # the worker's Spark (local_env.sh)
             "runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"],
         },
     }

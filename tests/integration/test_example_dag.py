@@ -1,10 +1,14 @@
 """The daily-orders example DAG, end to end: real Airflow, real spark-submit, the real Iceberg jar.
 
 Every result is checked by pyiceberg reading the table's own metadata files, not by the job.
+``make test`` runs this module on Spark 3.5 and again with ``SPARK_LINE=4.0`` (scripts/local_env.sh
+then puts Spark 4.0's spark-submit, SPARK_HOME and the 4.0_2.13 runtime jar in place, as on a
+worker with Spark 4).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from decimal import Decimal
 
@@ -61,6 +65,19 @@ def test_history_is_create_append_overwrite(daily_orders_run):
         ("overwrite", "90", "100", "170"),
     ]
     assert str(orders.spec().fields[0].transform) == "day"
+
+
+def test_every_commit_was_made_by_the_workers_spark_and_runtime(daily_orders_run):
+    warehouse, _ = daily_orders_run
+    spark_line = os.environ.get("SPARK_LINE", "3.5")
+    runtime = os.path.basename(os.environ["ICEBERG_RUNTIME_JAR"])  # iceberg-spark-runtime-4.0_2.13-1.10.2.jar
+    assert runtime.startswith(f"iceberg-spark-runtime-{spark_line}_")
+    iceberg_version = runtime.rsplit("-", 1)[1].removesuffix(".jar")
+    for name in ("db.orders", "db.orders_before_correction"):
+        for snapshot in load_table(warehouse, name).snapshots():
+            assert snapshot.summary["engine-name"] == "spark"
+            assert snapshot.summary["engine-version"].startswith(f"{spark_line}.")
+            assert snapshot.summary["iceberg-version"].startswith(f"Apache Iceberg {iceberg_version} ")
 
 
 def test_rows_after_each_step(daily_orders_run):

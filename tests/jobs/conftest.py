@@ -5,7 +5,8 @@ runtime jar, the Iceberg SQL extensions and a Hadoop catalog on a temporary ware
 gets its own table names, so tests never depend on each other. Results are checked with
 :class:`~tests.jobs.helpers.Lake`, which reads the warehouse with pyiceberg, not with Spark.
 
-Run with the Spark runtime's interpreter: ``.spark-venv/bin/python -m pytest tests/jobs``.
+Run with the Spark runtime's interpreter: ``.spark-venv/bin/python -m pytest tests/jobs`` (Spark 3.5),
+or ``SPARK_LINE=4.0`` in scripts/local_env.sh and ``.spark4-venv/bin/python -m pytest tests/jobs``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,22 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _runtime_jar() -> str:
+    """The Iceberg runtime jar built for this interpreter's Spark line (3.5 or 4.0)."""
+    import pyspark
+
+    artifact = f"iceberg-spark-runtime-{'.'.join(pyspark.__version__.split('.')[:2])}_"
     jar = os.environ.get("ICEBERG_RUNTIME_JAR")
     if not jar:
-        found = sorted((REPO_ROOT / ".cache" / "jars").glob("iceberg-spark-runtime-*.jar"))
+        found = sorted((REPO_ROOT / ".cache" / "jars").glob(f"{artifact}*.jar"))
         jar = str(found[-1]) if found else ""
     if not jar or not Path(jar).is_file():
         pytest.exit("Iceberg runtime jar not found: run `make setup` and `source scripts/local_env.sh`", 2)
+    if not Path(jar).name.startswith(artifact):
+        pytest.exit(
+            f"{Path(jar).name} is not built for pyspark {pyspark.__version__}: "
+            "source scripts/local_env.sh with the SPARK_LINE of this interpreter",
+            2,
+        )
     return jar
 
 

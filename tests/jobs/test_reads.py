@@ -13,6 +13,7 @@ import pytest
 
 from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY, InvalidSpecError, ReadSpec
 from airflow_iceberg.jobs.reads import read_frame, read_table, resolve_snapshot
+from airflow_iceberg.jobs.scan import with_spark_time_travel
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableAlreadyExistsError,
@@ -358,3 +359,19 @@ def test_a_filtered_sink_write_counts_its_rows_without_a_scan_of_its_own(
     result = read_table(spark, read_spec(history.table, filter="id >= 2", **target))
 
     assert result["row_count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("version", "options", "expected"),
+    [
+        ("4.1.4", {"tag": "t", "split-size": "1"}, {"split-size": "1", "versionAsOf": "7"}),
+        ("4.1.4", {"snapshot-id": "7"}, {"versionAsOf": "7"}),
+        ("4.1.4", {"as-of-timestamp": "1700000000000"}, {"versionAsOf": "7"}),
+        ("4.1.4", {"branch": "audit"}, {"branch": "audit"}),  # still Iceberg's option on 4.1
+        ("4.0.5", {"snapshot-id": "7"}, {"snapshot-id": "7"}),
+        ("3.5.9", {"tag": "t"}, {"tag": "t"}),
+    ],
+)
+def test_from_spark_4_1_time_travel_uses_sparks_version_as_of(version, options, expected):
+    """Iceberg 1.11's Spark 4.1 runtime refuses its own snapshot-id, as-of-timestamp and tag options."""
+    assert with_spark_time_travel(SimpleNamespace(version=version), options, 7) == expected

@@ -32,6 +32,21 @@ def test_merge_schema_also_accepts_a_source_without_an_optional_column(spark, la
     assert lake.rows(table)[-1] == {"id": 3, "name": None}
 
 
+def test_a_bad_cast_fails_under_spark4s_ansi_mode_and_commits_nothing(spark, lake, table):
+    """Spark 4 turns ANSI mode on by default: a cast that 3.5 turns into NULL fails the write."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = lake.state(table)
+    bad_cast = "SELECT CAST('three' AS INT) AS id, 'c' AS name"
+
+    if spark.conf.get("spark.sql.ansi.enabled") == "true":  # Spark 4's default
+        with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
+            write_table(spark, write_spec(table, "append", bad_cast))
+        assert lake.state(table) == before
+    else:  # Spark 3.5's default
+        write_table(spark, write_spec(table, "append", bad_cast))
+        assert lake.rows(table, sort_by="name")[-1] == {"id": None, "name": "c"}
+
+
 def test_an_extra_column_without_merge_schema_is_a_clear_error(spark, lake, table):
     write_table(spark, write_spec(table, "create", ROWS))
     before = lake.state(table)

@@ -52,6 +52,21 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
             r"unknown Iceberg catalog connection extra field\(s\): warehuose",
         ),
         ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'iceberg_version'"),
+        (
+            {"warehouse": "/w", "spark_version": "4.0", "scala_version": "2.12"},
+            {},
+            r"'scala_version': Spark 4.0 is built for Scala 2.13 only, not 2.12",
+        ),
+        (
+            {"warehouse": "/w", "spark_version": "4.0.1", "iceberg_version": "1.9.2"},
+            {},
+            r"'iceberg_version': Iceberg 1.9.2 has no runtime for Spark 4.0; use Iceberg 1.10.0 or later",
+        ),
+        (
+            {"warehouse": "/w", "spark_version": "4.1"},
+            {},
+            r"'iceberg_version': Iceberg 1.10.2 has no runtime for Spark 4.1; use Iceberg 1.11.0 or later",
+        ),
     ],
 )
 def test_invalid_configuration_names_the_field(extra, fields, message):
@@ -78,6 +93,25 @@ def test_valid_minimal_hadoop_config_uses_documented_defaults():
         "hadoop",
         "1.10.2",
     )
+
+
+@pytest.mark.parametrize(
+    ("versions", "scala"),
+    [
+        ({}, "2.12"),
+        ({"spark_version": "3.5"}, "2.12"),
+        ({"spark_version": "3.5", "scala_version": "2.13"}, "2.13"),
+        ({"spark_version": "4.0"}, "2.13"),
+        ({"spark_version": "4.1.1", "iceberg_version": "1.11.0", "scala_version": ""}, "2.13"),
+    ],
+)
+def test_scala_version_follows_spark_unless_set(versions, scala):
+    assert config_from_fields({"warehouse": "/w", **versions}).scala_version == scala
+
+
+def test_a_runtime_jar_replaces_the_coordinate_so_its_versions_are_not_checked():
+    config = config_from_fields({"warehouse": "/w", "spark_version": "4.1", "runtime_jar": "/j/rt.jar"})
+    assert (config.spark_version, config.iceberg_version) == ("4.1", "1.10.2")
 
 
 def test_catalog_impl_alone_clears_the_default_type():

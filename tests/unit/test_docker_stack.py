@@ -211,6 +211,15 @@ def test_image_pins_the_versions_make_test_runs():
     )
 
 
+def test_the_spark4_build_it_documents_is_the_one_make_test_runs():
+    build_arg = f"PYSPARK_VERSION={pinned('spark4.txt', 'pyspark')}"
+    assert build_arg in DOCKERFILE.read_text()
+    assert build_arg in (REPO / "docs" / "docker.md").read_text()
+    config = config_from_fields({"warehouse": "s3://warehouse/", "spark_version": "4.0"})
+    runtime = f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{DEFAULT_ICEBERG_VERSION}"
+    assert runtime_coordinate(config) == runtime
+
+
 def test_image_sets_up_spark_like_local_env():
     text = DOCKERFILE.read_text()
     assert "openjdk-17-jre-headless" in text

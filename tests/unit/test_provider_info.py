@@ -66,7 +66,6 @@ def test_form_fields_fit_the_airflow_3_3_ui():
         "catalog_type",
         "iceberg_version",
         "spark_version",
-        "scala_version",
     }
     editors = {name for name, spec in CONN_FIELDS.items() if "object" in spec["schema"]["type"]}
     assert editors == {"catalog_properties", "secret_properties", "hadoop_properties"}

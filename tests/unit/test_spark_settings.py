@@ -56,6 +56,19 @@ def test_default_runtime_is_the_maven_coordinate_for_spark_and_scala():
     assert runtime_coordinate(config) == "org.apache.iceberg:iceberg-spark-runtime-3.4_2.13:1.6.0"
 
 
+@pytest.mark.parametrize(
+    ("versions", "coordinate"),
+    [
+        ({"spark_version": "4.0"}, "iceberg-spark-runtime-4.0_2.13:1.10.2"),
+        ({"spark_version": "4.0.1", "iceberg_version": "1.10.0"}, "iceberg-spark-runtime-4.0_2.13:1.10.0"),
+        ({"spark_version": "4.1", "iceberg_version": "1.11.0"}, "iceberg-spark-runtime-4.1_2.13:1.11.0"),
+    ],
+)
+def test_spark4_runtime_coordinate_is_the_scala_2_13_build(versions, coordinate):
+    settings = settings_for({"catalog_type": "hadoop", "warehouse": "/wh", **versions})
+    assert settings.packages == (f"org.apache.iceberg:{coordinate}",)
+
+
 def test_hive_catalog_from_host_and_port():
     settings = settings_for(
         {
