@@ -10,6 +10,15 @@ export SPARK_CONF_DIR="$_root/.spark-conf"
 export SPARK_LOCAL_IP=127.0.0.1
 export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+# S3 support, from Maven Central like the runtime (scripts/setup.sh fetches them into .cache/jars):
+# S3FileIO's AWS SDK v2 (Iceberg publishes no iceberg-aws-bundle 1.10.2; the bundle holds only the
+# SDK, so 1.10.1's serves the 1.10.2 runtime), and S3A's hadoop-aws for pyspark 3.5.9's Hadoop
+# 3.3.4 with the AWS SDK v1 bundle that hadoop-aws 3.3.4 was built against.
+export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:1.10.1"
+export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-1.10.1.jar"
+export HADOOP_AWS_JARS="$_root/.cache/jars/hadoop-aws-3.3.4.jar,$_root/.cache/jars/aws-java-sdk-bundle-1.12.262.jar"
+# spark-submit's --packages resolves through Ivy, whose cache lives in the checkout (setup warms it).
+export SPARK_IVY_CACHE="$_root/.cache/ivy"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
 # Airflow workers find spark-submit on PATH; here it comes from the separate Spark runtime.
 # SPARK_HOME and PYSPARK_PYTHON pin that runtime: otherwise spark-submit's find-spark-home asks
