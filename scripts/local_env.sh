@@ -17,6 +17,8 @@ export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/iceberg-spark-runtime-3.5_2.12-1.
 export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:1.10.1"
 export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-1.10.1.jar"
 export HADOOP_AWS_JARS="$_root/.cache/jars/hadoop-aws-3.3.4.jar,$_root/.cache/jars/aws-java-sdk-bundle-1.12.262.jar"
+# Nessie's server for the Nessie catalog tests (its Quarkus runner jar, Java 21+).
+export NESSIE_RUNNER_JAR="$_root/.cache/jars/nessie-quarkus-0.99.0-runner.jar"
 # spark-submit's --packages resolves through Ivy, whose cache lives in the checkout (setup warms it).
 export SPARK_IVY_CACHE="$_root/.cache/ivy"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"

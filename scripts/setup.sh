@@ -2,7 +2,7 @@
 # Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .cache/jars/  the official Iceberg Spark runtime jar and the S3 jars, from Maven Central
+#   .cache/jars/  the official Iceberg Spark runtime jar, the S3 jars and Nessie's server, from Maven Central
 #   .cache/ivy/   spark-submit --packages' Ivy cache, warmed with the runtime and iceberg-aws-bundle
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
@@ -41,6 +41,8 @@ fetch_jar "$ICEBERG_AWS_BUNDLE_COORDINATE" "$ICEBERG_AWS_BUNDLE_JAR"
 IFS=, read -r hadoop_aws_jar aws_sdk_jar <<< "$HADOOP_AWS_JARS"
 fetch_jar org.apache.hadoop:hadoop-aws:3.3.4 "$hadoop_aws_jar"
 fetch_jar com.amazonaws:aws-java-sdk-bundle:1.12.262 "$aws_sdk_jar"
+# A Nessie server for the Nessie catalog tests (runs on the Temurin JDK: Nessie 0.99 needs Java 21).
+fetch_jar org.projectnessie.nessie:nessie-quarkus:0.99.0:jar:runner "$NESSIE_RUNNER_JAR"
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \

@@ -202,6 +202,21 @@ def s3a_connection(rest: Any, bucket: str, catalog_name: str = "lake") -> dict[s
     )
 
 
+def nessie_connection(nessie: Any, warehouse: Path, ref: str | None = None) -> dict[str, Any]:
+    """A ``type=nessie`` catalog (Iceberg's NessieCatalog, inside the runtime jar) on a local warehouse.
+
+    ``ref`` goes to ``catalog_properties``: the branch the catalog reads and commits to.
+    """
+    extra: dict[str, Any] = {
+        "catalog_name": "nessie",
+        "catalog_type": "nessie",
+        "warehouse": warehouse.as_uri(),
+    }
+    if ref:
+        extra["catalog_properties"] = {"ref": ref}
+    return _connection(extra, host=nessie.api_uri)
+
+
 # --------------------------------------------------------------------------- independent readers
 
 

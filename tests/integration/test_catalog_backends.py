@@ -35,6 +35,7 @@ from tests.integration.catalog_connections import (
     hadoop_connection,
     hive_connection,
     hive_reader,
+    nessie_connection,
     postgres_connection,
     postgres_reader,
     rest_reader,
@@ -343,6 +344,50 @@ def test_hadoop_catalog_on_s3a_gets_endpoint_path_style_and_keys_from_the_connec
     assert orders.scan().to_arrow().num_rows == 100
     data = [path for path in s3_objects(rest, bucket) if path.endswith(".parquet")]
     assert data and all(path.startswith(f"{bucket}/warehouse/db/orders/data/order_date_") for path in data)
+
+
+# --------------------------------------------------------------------------- Nessie
+
+
+def test_nessie_writes_on_main_and_a_branch_ref_keeps_its_commits_off_main(
+    airflow_runner, nessie_server, tmp_path
+):
+    """``catalog_type: nessie``: create on ``main``, then append through a connection whose ``ref``
+    is branch ``etl``. Nessie's own API says which metadata file each branch points at, and
+    pyiceberg reads those files: main still has the create only, etl has create and append.
+    """
+    from pyiceberg.table import StaticTable
+
+    warehouse = tmp_path / "warehouse"
+
+    def task(task_id: str, day: str, ref: str | None = None) -> str:
+        connection = nessie_connection(nessie_server, warehouse, ref=ref)
+        completed = succeeded(
+            run_airflow(
+                airflow_runner,
+                "tasks",
+                "test",
+                EXAMPLE_DAG,
+                task_id,
+                day,
+                connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+            )
+        )
+        return completed.stdout + completed.stderr
+
+    created = task("create_orders", "2024-02-12")
+    assert f"spark.sql.catalog.nessie.uri={nessie_server.api_uri}" in created
+    nessie_server.create_branch("etl")
+    appended = task("append_day_two", "2024-02-13", ref="etl")
+    assert "spark.sql.catalog.nessie.ref=etl" in appended
+
+    main = StaticTable.from_metadata(nessie_server.metadata_location("main", "db.orders"))
+    etl = StaticTable.from_metadata(nessie_server.metadata_location("etl", "db.orders"))
+    assert [s.summary.operation.value for s in main.snapshots()] == ["overwrite"]
+    assert [s.summary.operation.value for s in etl.snapshots()] == ["overwrite", "append"]
+    assert etl.snapshots()[0].snapshot_id == main.snapshots()[0].snapshot_id
+    assert (main.scan().to_arrow().num_rows, etl.scan().to_arrow().num_rows) == (100, 180)
+    assert urlparse(main.metadata_location).path.startswith(f"{warehouse}/db/orders")
 
 
 # --------------------------------------------------------------------------- custom catalog-impl
