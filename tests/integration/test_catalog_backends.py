@@ -186,7 +186,7 @@ def test_rest_tables_live_in_s3_and_no_secret_leaks(backend_run, request, airflo
     assert any(path.startswith(f"{rest.bucket}/db/orders/data/") for path in data_files)
     assert "spark.sql.catalog.rest.io-impl=org.apache.iceberg.aws.s3.S3FileIO" in backend_run.output
     spark_submits = [
-        line for line in backend_run.command_lines if "deploy.SparkSubmit" in line and "catalog.rest" in line
+        line for line in backend_run.command_lines if "deploy.SparkSubmit" in line and rest.uri in line
     ]
     assert spark_submits, "the sampler must have seen spark-submit's JVM"
     assert rest.secret_key not in backend_run.output
@@ -335,8 +335,8 @@ def test_hadoop_catalog_on_s3a_gets_endpoint_path_style_and_keys_from_the_connec
     prefix = "spark.sql.catalog.lake.hadoop.fs.s3a"
     assert f"{prefix}.endpoint={rest.s3_endpoint}" in output
     assert f"{prefix}.path.style.access=true" in output
-    # Other Spark jobs may run on the machine; ours is the one that loads catalog "lake".
-    spark_submits = [line for line in sampler.matching("deploy.SparkSubmit") if "catalog.lake" in line]
+    # Other Spark jobs may run on the machine; ours is the one that talks to this S3 endpoint.
+    spark_submits = [line for line in sampler.matching("deploy.SparkSubmit") if rest.s3_endpoint in line]
     assert spark_submits and all("hadoop-aws-3.3.4.jar" in line for line in spark_submits)
     assert not [line for line in sampler.command_lines if rest.secret_key in line or "fs.s3a.secret" in line]
     assert not [line for line in spark_submits if "fs.s3a.access.key" in line]
