@@ -133,6 +133,8 @@ def rest_connection(rest: Any, secret: str | None = None, token: str | None = No
 
 
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+#: Picks S3FileIO for s3:// and HadoopFileIO for file:// paths, by each path's scheme.
+RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"
 
 
 def s3_storage_properties(rest: Any) -> dict[str, str]:
@@ -147,19 +149,26 @@ def s3_storage_properties(rest: Any) -> dict[str, str]:
 
 
 def rest_spark_connection(
-    rest: Any, *, packages: bool = True, secret: str | None = None, catalog_name: str = "rest"
+    rest: Any,
+    *,
+    packages: bool = True,
+    secret: str | None = None,
+    catalog_name: str = "rest",
+    io_impl: str = S3_FILE_IO,
 ) -> dict[str, Any]:
     """A ``type=rest`` catalog for Spark: OAuth2 client credentials, tables in S3 through S3FileIO.
 
     With ``packages`` (the default path a user gets) the connection names no jar: the runtime and
     ``iceberg-aws-bundle`` are Maven coordinates for ``--packages``. Otherwise both are local jars
-    (``runtime_jar`` and ``extra_jars``), as on a cluster without Maven Central.
+    (``runtime_jar`` and ``extra_jars``), as on a cluster without Maven Central. ``io_impl``
+    :data:`RESOLVING_FILE_IO` suits jobs that also touch local files through the table's FileIO
+    (a streaming read's checkpoint).
     """
     extra: dict[str, Any] = {
         "catalog_name": catalog_name,
         "catalog_type": "rest",
         "warehouse": rest.warehouse,
-        "io_impl": S3_FILE_IO,
+        "io_impl": io_impl,
         "catalog_properties": {
             "oauth2-server-uri": rest.oauth2_server_uri,
             "scope": "catalog",

@@ -3,6 +3,11 @@
 They run against the REST catalog on S3 (SeaweedFS, shared by the session), where most users keep
 their tables, with the runtime and iceberg-aws-bundle as local jars; pyiceberg's RestCatalog reads
 the results. The Hadoop catalog keeps its own example-DAG run (``test_example_dag.py``).
+
+The FileIO is ResolvingFileIO, not S3FileIO: Iceberg's streaming source writes its initial offset
+into the (local) checkpoint folder through the table's FileIO, and S3FileIO refuses ``file:``
+paths ("Invalid S3 URI, cannot determine scheme"). ResolvingFileIO picks S3FileIO for the table
+and HadoopFileIO for the checkpoint.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from datetime import date
 import pytest
 
 from tests.integration.airflow_runner import spark_connection
-from tests.integration.catalog_connections import rest_reader, rest_spark_connection
+from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
 
 
 @pytest.fixture
@@ -25,7 +30,9 @@ def run_dag(airflow_runner, rest_catalog):
             "2024-01-02",
             *extra_args,
             connections={
-                "iceberg_catalog_default": rest_spark_connection(rest_catalog, packages=False),
+                "iceberg_catalog_default": rest_spark_connection(
+                    rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
+                ),
                 "spark_default": spark_connection(),
             },
         )
