@@ -120,7 +120,7 @@ CONN_FIELDS: dict[str, Any] = {
     "extra_jars": _field("Extra jars", "Comma-separated jars, e.g. a JDBC driver."),
     "extra_packages": _field(
         "Extra packages",
-        "Comma-separated Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.10.2.",
+        "Comma-separated Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.10.1.",
     ),
 }
 

@@ -24,6 +24,17 @@ export SPARK_VENV="$_root/$_venv"
 _artifact="iceberg-spark-runtime-${SPARK_LINE}_$_scala"
 export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:$_artifact:$_iceberg"
 export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/$_artifact-$_iceberg.jar"
+# S3 support, from Maven Central like the runtime (scripts/setup.sh fetches them into .cache/jars):
+# S3FileIO's AWS SDK v2 (Iceberg publishes no iceberg-aws-bundle 1.10.2; the bundle holds only the
+# SDK, so 1.10.1's serves the 1.10.2 runtime), and S3A's hadoop-aws for pyspark 3.5.9's Hadoop
+# 3.3.4 with the AWS SDK v1 bundle that hadoop-aws 3.3.4 was built against.
+export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:1.10.1"
+export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-1.10.1.jar"
+export HADOOP_AWS_JARS="$_root/.cache/jars/hadoop-aws-3.3.4.jar,$_root/.cache/jars/aws-java-sdk-bundle-1.12.262.jar"
+# Nessie's server for the Nessie catalog tests (its Quarkus runner jar, Java 21+).
+export NESSIE_RUNNER_JAR="$_root/.cache/jars/nessie-quarkus-0.99.0-runner.jar"
+# spark-submit's --packages resolves through Ivy, whose cache lives in the checkout (setup warms it).
+export SPARK_IVY_CACHE="$_root/.cache/ivy"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
 # Airflow workers find spark-submit on PATH; here it comes from the separate Spark runtime.
 # SPARK_HOME and PYSPARK_PYTHON pin that runtime: otherwise spark-submit's find-spark-home asks

@@ -4,7 +4,9 @@
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
 #   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh);
 #                 .spark41-venv/ (pyspark 4.1) only when asked for with SPARK_LINES="3.5 4.0 4.1"
-#   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, from Maven Central
+#   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, the S3 jars and Nessie's
+#                 server, from Maven Central
+#   .cache/ivy/   spark-submit --packages' Ivy cache, warmed with the runtime and iceberg-aws-bundle
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,23 +28,36 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
 
 make_venv .venv requirements/airflow.txt -e .
 
+# Jars from Maven Central, with Maven's local repository kept inside the checkout (.cache/m2) so a
+# second setup needs no network.
+fetch_jar() {  # fetch_jar GROUP:ARTIFACT:VERSION JAR_PATH
+  if [ ! -s "$2" ]; then
+    echo "==> fetching $1 from Maven Central"
+    mvn -q -B dependency:copy -Dartifact="$1" -DoutputDirectory="$(dirname "$2")" \
+      -Dmaven.repo.local="$PWD/.cache/m2"
+  fi
+}
+
 # Each Spark line's runtime (its venv, as scripts/local_env.sh names it) and the official Apache
-# Iceberg Spark runtime built for it, from Maven Central, with Maven's local repository kept inside
-# the checkout (.cache/m2) so a second setup needs no network. `make test` runs 3.5 and 4.0;
-# SPARK_LINES="3.5 4.0 4.1" adds the 4.1 line for `make spark41-test`.
+# Iceberg Spark runtime built for it. `make test` runs 3.5 and 4.0; SPARK_LINES="3.5 4.0 4.1" adds
+# the 4.1 line for `make spark41-test`.
 declare -A SPARK_REQUIREMENTS=([3.5]=requirements/spark.txt [4.0]=requirements/spark4.txt \
                                [4.1]=requirements/spark41.txt)
 for line in ${SPARK_LINES:-3.5 4.0}; do
   (
     SPARK_LINE=$line source scripts/local_env.sh
     make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
-    if [ ! -s "$ICEBERG_RUNTIME_JAR" ]; then
-      echo "==> fetching $ICEBERG_RUNTIME_COORDINATE from Maven Central"
-      mvn -q -B dependency:copy -Dartifact="$ICEBERG_RUNTIME_COORDINATE" \
-        -DoutputDirectory="$(dirname "$ICEBERG_RUNTIME_JAR")" -Dmaven.repo.local="$PWD/.cache/m2"
-    fi
+    fetch_jar "$ICEBERG_RUNTIME_COORDINATE" "$ICEBERG_RUNTIME_JAR"
   )
 done
+
+# The S3 jars: S3FileIO's AWS SDK v2 bundle; S3A's hadoop-aws and its AWS SDK v1 bundle.
+fetch_jar "$ICEBERG_AWS_BUNDLE_COORDINATE" "$ICEBERG_AWS_BUNDLE_JAR"
+IFS=, read -r hadoop_aws_jar aws_sdk_jar <<< "$HADOOP_AWS_JARS"
+fetch_jar org.apache.hadoop:hadoop-aws:3.3.4 "$hadoop_aws_jar"
+fetch_jar com.amazonaws:aws-java-sdk-bundle:1.12.262 "$aws_sdk_jar"
+# A Nessie server for the Nessie catalog tests (runs on the Temurin JDK: Nessie 0.99 needs Java 21).
+fetch_jar org.projectnessie.nessie:nessie-quarkus:0.99.0:jar:runner "$NESSIE_RUNNER_JAR"
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \
@@ -74,6 +89,19 @@ fi
 
 mkdir -p "$AIRFLOW_HOME" "$SPARK_CONF_DIR"
 cp scripts/spark-defaults.conf "$SPARK_CONF_DIR/spark-defaults.conf"
+# A connection without runtime_jar gets the runtime through spark-submit --packages, which Spark
+# resolves with Ivy straight from Maven Central (repo1.maven.org). Its cache is kept in the
+# checkout, and warmed here once, so that runs (and tests) resolve from it without downloading.
+echo "spark.jars.ivy                   $SPARK_IVY_CACHE" >> "$SPARK_CONF_DIR/spark-defaults.conf"
+ivy_packages="$ICEBERG_RUNTIME_COORDINATE,$ICEBERG_AWS_BUNDLE_COORDINATE"
+if [ "$(cat "$SPARK_IVY_CACHE/.warmed" 2>/dev/null)" != "$ivy_packages" ]; then
+  echo "==> resolving $ivy_packages with spark-submit --packages into $SPARK_IVY_CACHE"
+  noop_dir=$(mktemp -d) && : > "$noop_dir/noop.py"
+  spark-submit --master "local[1]" --packages "$ivy_packages" "$noop_dir/noop.py" >"$noop_dir/log" 2>&1 \
+    || { tail -30 "$noop_dir/log" >&2; exit 1; }
+  rm -rf "$noop_dir"
+  echo "$ivy_packages" > "$SPARK_IVY_CACHE/.warmed"
+fi
 if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   echo "==> migrating the Airflow metadata database in $AIRFLOW_HOME"
   airflow db migrate >/dev/null

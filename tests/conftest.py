@@ -1,3 +1,3 @@
-"""Suite-wide fixtures: the real catalog servers (Hive Metastore, PostgreSQL, SeaweedFS REST)."""
+"""Suite-wide fixtures: the real catalog servers (Hive Metastore, PostgreSQL, SeaweedFS REST, Nessie)."""
 
 pytest_plugins = ["tests.servers.fixtures"]

@@ -2,9 +2,12 @@
 
 Tests give these dicts to :class:`~tests.integration.airflow_runner.AirflowRunner` (which exports
 them as ``AIRFLOW_CONN_*``) or to ``monkeypatch.setenv``, exactly as a deployment defines
-connections. Every connection a Spark run uses points at the local runtime jar, so nothing is
-fetched from Maven. The readers are deliberately *not* our code: pyiceberg's own HiveCatalog and
-SqlCatalog, configured from the server fixtures, are the independent judges of what a run wrote.
+connections. Connections point at the local runtime jar (``runtime_jar``, spark-submit ``--jars``)
+unless they ask for the default path: the REST connection for Spark leaves ``runtime_jar`` out, so
+its runtime and S3FileIO's AWS SDK travel as Maven coordinates through ``--packages`` and Ivy
+(resolved from the Ivy cache setup warmed, ``spark.jars.ivy``). The readers are deliberately
+*not* our code: pyiceberg's own HiveCatalog, SqlCatalog and RestCatalog, configured from the
+server fixtures, are the independent judges of what a run wrote.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ SQLITE_JDBC = "/usr/share/java/sqlite-jdbc.jar"
 JDBC_CATALOG_IMPL = "org.apache.iceberg.jdbc.JdbcCatalog"
 
 
-def _connection(extra: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    extra = {"runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"], **extra}
+def _connection(extra: dict[str, Any], *, packages: bool = False, **fields: Any) -> dict[str, Any]:
+    if not packages:
+        extra = {"runtime_jar": os.environ["ICEBERG_RUNTIME_JAR"], **extra}
     return {"conn_type": "iceberg_catalog", **fields, "extra": extra}
 
 
@@ -128,7 +132,130 @@ def rest_connection(rest: Any, secret: str | None = None, token: str | None = No
     )
 
 
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+#: Picks S3FileIO for s3:// and HadoopFileIO for file:// paths, by each path's scheme.
+RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"
+
+
+def s3_storage_properties(rest: Any) -> dict[str, str]:
+    """S3FileIO's properties for the SeaweedFS S3 endpoint (it vends no storage settings itself)."""
+    return {
+        "s3.endpoint": rest.s3_endpoint,
+        "s3.path-style-access": "true",
+        "client.region": rest.region,
+        "s3.access-key-id": rest.access_key,
+        "s3.secret-access-key": rest.secret_key,
+    }
+
+
+def rest_spark_connection(
+    rest: Any,
+    *,
+    packages: bool = True,
+    secret: str | None = None,
+    catalog_name: str = "rest",
+    io_impl: str = S3_FILE_IO,
+) -> dict[str, Any]:
+    """A ``type=rest`` catalog for Spark: OAuth2 client credentials, tables in S3 through S3FileIO.
+
+    With ``packages`` (the default path a user gets) the connection names no jar: the runtime and
+    ``iceberg-aws-bundle`` are Maven coordinates for ``--packages``. Otherwise both are local jars
+    (``runtime_jar`` and ``extra_jars``), as on a cluster without Maven Central. ``io_impl``
+    :data:`RESOLVING_FILE_IO` suits jobs that also touch local files through the table's FileIO
+    (a streaming read's checkpoint).
+    """
+    extra: dict[str, Any] = {
+        "catalog_name": catalog_name,
+        "catalog_type": "rest",
+        "warehouse": rest.warehouse,
+        "io_impl": io_impl,
+        "catalog_properties": {
+            "oauth2-server-uri": rest.oauth2_server_uri,
+            "scope": "catalog",
+            **s3_storage_properties(rest),
+        },
+    }
+    if packages:
+        extra["extra_packages"] = os.environ["ICEBERG_AWS_BUNDLE_COORDINATE"]
+    else:
+        extra["extra_jars"] = os.environ["ICEBERG_AWS_BUNDLE_JAR"]
+    return _connection(
+        extra,
+        packages=packages,
+        host=rest.uri,
+        login=rest.access_key,
+        password=rest.secret_key if secret is None else secret,
+    )
+
+
+def s3a_connection(rest: Any, bucket: str, catalog_name: str = "lake") -> dict[str, Any]:
+    """A ``type=hadoop`` catalog on ``s3a://`` through hadoop-aws, against the SeaweedFS S3 endpoint.
+
+    The S3 keys are the connection's Login and Password (``hadoop.fs.s3a.access.key`` /
+    ``secret.key``); endpoint, path-style access and region are per-catalog ``hadoop_properties``.
+    """
+    return _connection(
+        {
+            "catalog_name": catalog_name,
+            "catalog_type": "hadoop",
+            "warehouse": f"s3a://{bucket}/warehouse",
+            "extra_jars": os.environ["HADOOP_AWS_JARS"],
+            "hadoop_properties": {
+                "fs.s3a.endpoint": rest.s3_endpoint,
+                "fs.s3a.path.style.access": "true",
+                "fs.s3a.endpoint.region": rest.region,
+            },
+        },
+        login=rest.access_key,
+        password=rest.secret_key,
+    )
+
+
+def nessie_connection(nessie: Any, warehouse: Path, ref: str | None = None) -> dict[str, Any]:
+    """A ``type=nessie`` catalog (Iceberg's NessieCatalog, inside the runtime jar) on a local warehouse.
+
+    ``ref`` goes to ``catalog_properties``: the branch the catalog reads and commits to.
+    """
+    extra: dict[str, Any] = {
+        "catalog_name": "nessie",
+        "catalog_type": "nessie",
+        "warehouse": warehouse.as_uri(),
+    }
+    if ref:
+        extra["catalog_properties"] = {"ref": ref}
+    return _connection(extra, host=nessie.api_uri)
+
+
 # --------------------------------------------------------------------------- independent readers
+
+
+def rest_reader(rest: Any) -> Any:
+    """pyiceberg's RestCatalog on the same REST catalog, with its own OAuth2 login and S3 access."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog("rest_reader", **rest.catalog_properties())
+
+
+def s3_filesystem(rest: Any, allow_bucket_creation: bool = False) -> Any:
+    """pyarrow's S3 client on the SeaweedFS S3 endpoint (to list, create buckets, read raw files)."""
+    from pyarrow import fs
+
+    return fs.S3FileSystem(
+        access_key=rest.access_key,
+        secret_key=rest.secret_key,
+        endpoint_override=rest.s3_endpoint,
+        scheme="http",
+        region=rest.region,
+        allow_bucket_creation=allow_bucket_creation,
+    )
+
+
+def s3_objects(rest: Any, bucket: str) -> dict[str, int]:
+    """Every object in a bucket with its size: a before/after picture of what a run wrote."""
+    from pyarrow import fs
+
+    infos = s3_filesystem(rest).get_file_info(fs.FileSelector(bucket, recursive=True))
+    return {info.path: info.size for info in infos if info.type == fs.FileType.File}
 
 
 def hive_reader(metastore: Any, catalog_name: str = "hive") -> Any:

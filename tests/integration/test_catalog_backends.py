@@ -1,7 +1,8 @@
 """Real catalog back ends end to end: real Airflow CLI, real spark-submit, real catalog servers.
 
-Every run is judged by pyiceberg (HiveCatalog / SqlCatalog / StaticTable) talking to the same
-catalog, or by plain Spark and the raw metastore thrift API, never by our own job's report.
+Every run is judged by pyiceberg (HiveCatalog / SqlCatalog / RestCatalog / StaticTable) talking to
+the same catalog, or by plain Spark, the raw metastore thrift API and the S3 API, never by our own
+job's report.
 The Hadoop catalog's example-DAG run lives in ``test_example_dag.py`` and is not repeated here.
 
 Spark is the slow part (each spark-submit takes 10-25 s), so each back end runs the example DAG
@@ -11,7 +12,10 @@ test DAG from ``tests/integration/dags``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sqlite3
 import stat
 import subprocess
 import textwrap
@@ -32,12 +36,19 @@ from tests.integration.catalog_connections import (
     hadoop_connection,
     hive_connection,
     hive_reader,
+    nessie_connection,
     postgres_connection,
     postgres_reader,
+    rest_reader,
+    rest_spark_connection,
+    s3_filesystem,
+    s3_objects,
+    s3a_connection,
     session_catalog_connection,
     sqlite_connection,
     sqlite_reader,
 )
+from tests.integration.process_sampler import CommandLineSampler
 
 EXAMPLE_DAG = "iceberg_daily_orders"
 TEST_DAGS = REPO / "tests" / "integration" / "dags"
@@ -77,6 +88,8 @@ class BackendRun:
     name: str
     catalog: Any
     xcoms: dict[str, Any]
+    output: str
+    command_lines: set[str]
 
 
 def backend_under_test(request: pytest.FixtureRequest, root: Path) -> tuple[dict, Any]:
@@ -85,6 +98,10 @@ def backend_under_test(request: pytest.FixtureRequest, root: Path) -> tuple[dict
     Servers are fetched lazily, so running one back end (``-k hive``) starts only its server.
     """
     warehouse = root / "warehouse"
+    if request.param == "rest":
+        # The default path: no runtime_jar, so the runtime and iceberg-aws-bundle go through --packages.
+        rest = request.getfixturevalue("rest_catalog")
+        return rest_spark_connection(rest), rest_reader(rest)
     if request.param == "hive":
         metastore = request.getfixturevalue("hive_metastore")
         return hive_connection(metastore), hive_reader(metastore)
@@ -95,26 +112,30 @@ def backend_under_test(request: pytest.FixtureRequest, root: Path) -> tuple[dict
     return sqlite_connection(database, warehouse), sqlite_reader(database, warehouse)
 
 
-LOGICAL_DATES = {"hive": "2024-02-01", "postgres": "2024-02-02", "sqlite": "2024-02-03"}
+LOGICAL_DATES = {"hive": "2024-02-01", "postgres": "2024-02-02", "sqlite": "2024-02-03", "rest": "2024-02-09"}
 
 
 @pytest.fixture(scope="module", params=list(LOGICAL_DATES))
 def backend_run(request, airflow_runner, tmp_path_factory) -> BackendRun:
     connection, catalog = backend_under_test(request, tmp_path_factory.mktemp(f"backend-{request.param}"))
-    succeeded(
-        run_airflow(
-            airflow_runner,
-            "dags",
-            "test",
-            EXAMPLE_DAG,
-            LOGICAL_DATES[request.param],
-            connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+    # Only the REST run carries S3 and OAuth2 secrets worth watching every command line for.
+    sampler = CommandLineSampler()
+    with sampler if request.param == "rest" else contextlib.nullcontext():
+        completed = succeeded(
+            run_airflow(
+                airflow_runner,
+                "dags",
+                "test",
+                EXAMPLE_DAG,
+                LOGICAL_DATES[request.param],
+                connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+            )
         )
-    )
     tasks = ("create_orders", "append_day_two", "correct_day_one", "snapshot_before_correction")
     # Read now: the runner returns the newest XCom per task, and the next back end overwrites it.
     xcoms = {task: airflow_runner.xcom(EXAMPLE_DAG, task) for task in tasks}
-    return BackendRun(request.param, catalog, xcoms)
+    output = completed.stdout + completed.stderr
+    return BackendRun(request.param, catalog, xcoms, output, sampler.command_lines)
 
 
 def test_example_dag_history_seen_by_pyiceberg(backend_run):
@@ -134,6 +155,54 @@ def test_example_dag_history_seen_by_pyiceberg(backend_run):
     assert len(day_one) == 90 and {r["order_id"]: r["amount"] for r in day_one}[0] == Decimal("1.10")
     writes = [backend_run.xcoms[t] for t in ("create_orders", "append_day_two", "correct_day_one")]
     assert [w["snapshot_id"] for w in writes] == [s.snapshot_id for s in orders.snapshots()]
+
+
+def test_runtime_travels_as_packages_by_default_and_as_a_local_jar_when_set(backend_run):
+    """REST runs the default path (Maven coordinates through --packages); the others a local jar.
+
+    The Ivy cache setup warmed (``spark.jars.ivy``) serves --packages: nothing is downloaded here.
+    """
+    submits = [line for line in backend_run.output.splitlines() if "Spark-Submit cmd:" in line]
+    assert submits, backend_run.output[-3000:]
+    runtime, runtime_jar = os.environ["ICEBERG_RUNTIME_COORDINATE"], os.environ["ICEBERG_RUNTIME_JAR"]
+    if backend_run.name == "rest":
+        packages = f"--packages {runtime},{os.environ['ICEBERG_AWS_BUNDLE_COORDINATE']}"
+        assert all(packages in line and "--jars" not in line for line in submits), submits[0]
+        assert f"found org.apache.iceberg#{runtime.split(':')[1]};" in backend_run.output
+        assert "downloading https://" not in backend_run.output
+    else:
+        assert all(f"--jars {runtime_jar}" in line and "--packages" not in line for line in submits)
+
+
+def test_rest_tables_live_in_s3_and_no_secret_leaks(backend_run, request, airflow_runner):
+    """REST on S3: the files are in the S3 bucket; the OAuth2 client secret (which SeaweedFS also
+    uses as the S3 secret key) appears in no command line, log, rendered field or XCom."""
+    if backend_run.name != "rest":
+        pytest.skip("REST only")
+    rest = request.getfixturevalue("rest_catalog")
+    orders = backend_run.catalog.load_table("db.orders")
+    assert orders.metadata_location.startswith(f"{rest.warehouse}/db/orders/metadata/")
+    data_files = [path for path in s3_objects(rest, rest.bucket) if path.endswith(".parquet")]
+    assert any(path.startswith(f"{rest.bucket}/db/orders/data/") for path in data_files)
+    assert "spark.sql.catalog.rest.io-impl=org.apache.iceberg.aws.s3.S3FileIO" in backend_run.output
+    spark_submits = [
+        line for line in backend_run.command_lines if "deploy.SparkSubmit" in line and rest.uri in line
+    ]
+    assert spark_submits, "the sampler must have seen spark-submit's JVM"
+    assert rest.secret_key not in backend_run.output
+    assert not [line for line in backend_run.command_lines if rest.secret_key in line]
+    assert not [line for line in spark_submits if "access-key-id" in line or "credential=" in line]
+    # `airflow dags test` runs tasks in-process: the task log is the CLI output; files, if any, too.
+    logs = [p.read_text(errors="replace") for p in (airflow_runner.home / "logs").rglob("*") if p.is_file()]
+    assert "Committed snapshot" in backend_run.output, "the task logs must have been captured"
+    assert not [log for log in logs if rest.secret_key in log]
+    with sqlite3.connect(airflow_runner.home / "airflow.db") as db:
+        stored = [
+            str(row)
+            for table in ("rendered_task_instance_fields", "xcom")
+            for row in db.execute(f"SELECT * FROM {table}")
+        ]
+    assert stored and not [row for row in stored if rest.secret_key in row]
 
 
 def test_time_travel_copy_equals_the_append_snapshot(backend_run):
@@ -192,6 +261,149 @@ def test_wrong_postgres_password_fails_the_task_and_leaves_the_table_alone(
     assert after.metadata_location == before
     assert sorted(warehouse.rglob("*")) == files_before
     assert after.scan().to_arrow().num_rows == 3
+
+
+def rest_catalog_state(reader: Any) -> dict[str, str]:
+    """Every table of a REST catalog with its current metadata file: what a commit would change."""
+    return {
+        ".".join((*namespace, name)): reader.load_table((*namespace, name)).metadata_location
+        for namespace in reader.list_namespaces()
+        for *_, name in reader.list_tables(namespace)
+    }
+
+
+def test_wrong_oauth2_secret_fails_the_spark_task_before_anything_is_written(airflow_runner, rest_catalog):
+    """Spark presents the connection's OAuth2 client credentials, and the server enforces them.
+
+    The REST run of the example DAG proves the right secret gets through (with the default
+    --packages path); this runs the local-jar path with a wrong secret. Nothing in the catalog or
+    in its S3 bucket may change: not a table, not a metadata file, not an object.
+    """
+    rest = rest_catalog
+    reader = rest_reader(rest)
+    tables_before, objects_before = rest_catalog_state(reader), s3_objects(rest, rest.bucket)
+    wrong = rest_spark_connection(rest, packages=False, secret="not-the-client-secret")
+    completed = run_airflow(
+        airflow_runner,
+        "tasks",
+        "test",
+        EXAMPLE_DAG,
+        "create_orders",
+        "2024-02-10",
+        connections={"iceberg_catalog_default": wrong, "spark_default": spark_connection()},
+    )
+    output = completed.stdout + completed.stderr
+    assert "Task failed with exception" in output and "new_state=failed" in output, output[-5000:]
+    assert f"--jars {os.environ['ICEBERG_RUNTIME_JAR']},{os.environ['ICEBERG_AWS_BUNDLE_JAR']}" in output
+    assert "NotAuthorizedException" in output, output[-5000:]
+    assert "not-the-client-secret" not in output and rest.secret_key not in output
+    assert rest_catalog_state(reader) == tables_before
+    assert s3_objects(rest, rest.bucket) == objects_before
+
+
+# --------------------------------------------------------------------------- S3A
+
+
+def test_hadoop_catalog_on_s3a_gets_endpoint_path_style_and_keys_from_the_connection(
+    airflow_runner, rest_catalog
+):
+    """A Hadoop catalog on ``s3a://`` (hadoop-aws) against the SeaweedFS S3 endpoint.
+
+    Endpoint, path-style access and region come from ``hadoop_properties`` and travel on argv;
+    the S3 keys are the connection's Login and Password and never appear in any command line.
+    """
+    from pyiceberg.table import StaticTable
+
+    rest, bucket = rest_catalog, "s3a-lake"
+    s3 = s3_filesystem(rest, allow_bucket_creation=True)
+    s3.create_dir(bucket)
+    with CommandLineSampler() as sampler:
+        completed = succeeded(
+            run_airflow(
+                airflow_runner,
+                "tasks",
+                "test",
+                EXAMPLE_DAG,
+                "create_orders",
+                "2024-02-11",
+                connections={
+                    "iceberg_catalog_default": s3a_connection(rest, bucket),
+                    "spark_default": spark_connection(),
+                },
+            )
+        )
+    output = completed.stdout + completed.stderr
+    prefix = "spark.sql.catalog.lake.hadoop.fs.s3a"
+    assert f"{prefix}.endpoint={rest.s3_endpoint}" in output
+    assert f"{prefix}.path.style.access=true" in output
+    # Other Spark jobs may run on the machine; ours is the one that talks to this S3 endpoint.
+    spark_submits = [line for line in sampler.matching("deploy.SparkSubmit") if rest.s3_endpoint in line]
+    assert spark_submits and all("hadoop-aws-3.3.4.jar" in line for line in spark_submits)
+    assert not [line for line in sampler.command_lines if rest.secret_key in line or "fs.s3a.secret" in line]
+    assert not [line for line in spark_submits if "fs.s3a.access.key" in line]
+    assert rest.secret_key not in output
+
+    metadata = f"{bucket}/warehouse/db/orders/metadata"
+    with s3.open_input_stream(f"{metadata}/version-hint.text") as hint:
+        version = hint.read().decode().strip()
+    orders = StaticTable.from_metadata(
+        f"s3://{metadata}/v{version}.metadata.json",
+        properties={
+            "s3.endpoint": rest.s3_endpoint,
+            "s3.access-key-id": rest.access_key,
+            "s3.secret-access-key": rest.secret_key,
+            "s3.region": rest.region,
+        },
+    )
+    assert orders.location() == f"s3a://{bucket}/warehouse/db/orders"
+    assert [s.summary.operation.value for s in orders.snapshots()] == ["overwrite"]
+    assert orders.scan().to_arrow().num_rows == 100
+    data = [path for path in s3_objects(rest, bucket) if path.endswith(".parquet")]
+    assert data and all(path.startswith(f"{bucket}/warehouse/db/orders/data/order_date_") for path in data)
+
+
+# --------------------------------------------------------------------------- Nessie
+
+
+def test_nessie_writes_on_main_and_a_branch_ref_keeps_its_commits_off_main(
+    airflow_runner, nessie_server, tmp_path
+):
+    """``catalog_type: nessie``: create on ``main``, then append through a connection whose ``ref``
+    is branch ``etl``. Nessie's own API says which metadata file each branch points at, and
+    pyiceberg reads those files: main still has the create only, etl has create and append.
+    """
+    from pyiceberg.table import StaticTable
+
+    warehouse = tmp_path / "warehouse"
+
+    def task(task_id: str, day: str, ref: str | None = None) -> str:
+        connection = nessie_connection(nessie_server, warehouse, ref=ref)
+        completed = succeeded(
+            run_airflow(
+                airflow_runner,
+                "tasks",
+                "test",
+                EXAMPLE_DAG,
+                task_id,
+                day,
+                connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
+            )
+        )
+        return completed.stdout + completed.stderr
+
+    created = task("create_orders", "2024-02-12")
+    assert f"spark.sql.catalog.nessie.uri={nessie_server.api_uri}" in created
+    nessie_server.create_branch("etl")
+    appended = task("append_day_two", "2024-02-13", ref="etl")
+    assert "spark.sql.catalog.nessie.ref=etl" in appended
+
+    main = StaticTable.from_metadata(nessie_server.metadata_location("main", "db.orders"))
+    etl = StaticTable.from_metadata(nessie_server.metadata_location("etl", "db.orders"))
+    assert [s.summary.operation.value for s in main.snapshots()] == ["overwrite"]
+    assert [s.summary.operation.value for s in etl.snapshots()] == ["overwrite", "append"]
+    assert etl.snapshots()[0].snapshot_id == main.snapshots()[0].snapshot_id
+    assert (main.scan().to_arrow().num_rows, etl.scan().to_arrow().num_rows) == (100, 180)
+    assert urlparse(main.metadata_location).path.startswith(f"{warehouse}/db/orders")
 
 
 # --------------------------------------------------------------------------- custom catalog-impl

@@ -1,4 +1,14 @@
-"""The story DAGs from the source documents, each run end to end and checked with pyiceberg."""
+"""The story DAGs from the source documents, each run end to end and checked with pyiceberg.
+
+They run against the REST catalog on S3 (SeaweedFS, shared by the session), where most users keep
+their tables, with the runtime and iceberg-aws-bundle as local jars; pyiceberg's RestCatalog reads
+the results. The Hadoop catalog keeps its own example-DAG run (``test_example_dag.py``).
+
+The FileIO is ResolvingFileIO, not S3FileIO: Iceberg's streaming source writes its initial offset
+into the (local) checkpoint folder through the table's FileIO, and S3FileIO refuses ``file:``
+paths ("Invalid S3 URI, cannot determine scheme"). ResolvingFileIO picks S3FileIO for the table
+and HadoopFileIO for the checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +16,12 @@ from datetime import date
 
 import pytest
 
-from scripts.show_table import load_table
-from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
+from tests.integration.airflow_runner import spark_connection
+from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
 
 
 @pytest.fixture
-def run_dag(airflow_runner, tmp_path):
+def run_dag(airflow_runner, rest_catalog):
     def run(dag_id: str, *extra_args: str):
         completed = airflow_runner.airflow(
             "dags",
@@ -20,19 +30,21 @@ def run_dag(airflow_runner, tmp_path):
             "2024-01-02",
             *extra_args,
             connections={
-                "iceberg_catalog_default": hadoop_catalog_connection(tmp_path),
+                "iceberg_catalog_default": rest_spark_connection(
+                    rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
+                ),
                 "spark_default": spark_connection(),
             },
         )
         assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
-        return tmp_path
+        return rest_reader(rest_catalog)
 
     return run
 
 
 def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_dag, airflow_runner):
-    warehouse = run_dag("iceberg_emr_quickstart")
-    sample = load_table(warehouse, "iceberg_db.sample")
+    catalog = run_dag("iceberg_emr_quickstart")
+    sample = catalog.load_table("iceberg_db.sample")
     first, second = sample.snapshots()
     assert sorted(sample.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": i, "data": d} for i, d in zip(range(1, 7), "abcdef", strict=True)
@@ -47,8 +59,8 @@ def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_da
 
 
 def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
-    warehouse = run_dag("iceberg_prophecy_target")
-    employees = load_table(warehouse, "prophecy_doc_demo.employees_test")
+    catalog = run_dag("iceberg_prophecy_target")
+    employees = catalog.load_table("prophecy_doc_demo.employees_test")
     assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
     assert [(str(f.transform), f.name) for f in employees.spec().fields] == [("identity", "Department")]
     assert employees.metadata.properties["write.spark.accept-any-schema"] == "true"
@@ -70,15 +82,15 @@ def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
 
 
 def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_dag, airflow_runner):
-    warehouse = run_dag("iceberg_daily_diff")
-    orders = load_table(warehouse, "diff_demo.orders")
+    catalog = run_dag("iceberg_daily_diff")
+    orders = catalog.load_table("diff_demo.orders")
     yesterday, today = orders.snapshots()
     assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
     after = airflow_runner.xcom("iceberg_daily_diff", "after")
     assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
     diff = {
         (r["change"], r["id"], r["amount"], r["day"])
-        for r in load_table(warehouse, "diff_demo.daily_diff").scan().to_arrow().to_pylist()
+        for r in catalog.load_table("diff_demo.daily_diff").scan().to_arrow().to_pylist()
     }
     day_one, day_two = date(2024, 1, 1), date(2024, 1, 2)
     assert diff == {
@@ -95,17 +107,17 @@ def test_incremental_feed_copies_only_new_rows_and_the_stream_resumes(
     run_dag, airflow_runner, tmp_path_factory
 ):
     checkpoints = tmp_path_factory.mktemp("checkpoints")
-    warehouse = run_dag("iceberg_incremental_feed", "--conf", f'{{"checkpoints": "{checkpoints}"}}')
-    events = load_table(warehouse, "feed.events")
+    catalog = run_dag("iceberg_incremental_feed", "--conf", f'{{"checkpoints": "{checkpoints}"}}')
+    events = catalog.load_table("feed.events")
     created, _batch_one, two, _batch_three = events.snapshots()
-    new_events = load_table(warehouse, "feed.new_events").scan().to_arrow()
+    new_events = catalog.load_table("feed.new_events").scan().to_arrow()
     assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
     incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
     assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
         created.snapshot_id,
         two.snapshot_id,
     )
-    mirror = load_table(warehouse, "feed.events_mirror")
+    mirror = catalog.load_table("feed.events_mirror")
     assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
     first_run, second_run = (s.summary for s in mirror.snapshots())
     assert (first_run["added-records"], second_run["added-records"]) == ("10", "5")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .hive_metastore import HiveMetastore
+from .nessie import NessieServer
 from .postgres import PostgresServer
 from .seaweedfs_rest import SeaweedRestCatalog
 
@@ -87,4 +88,11 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgr
 def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedRestCatalog]:
     """An OAuth2-protected Iceberg REST catalog (SeaweedFS) shared by the session."""
     with SeaweedRestCatalog(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieServer]:
+    """A Nessie server (in-memory version store) on 127.0.0.1, shared by the session."""
+    with NessieServer(tmp_path_factory.mktemp("nessie")) as server:
         yield server

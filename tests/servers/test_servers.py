@@ -18,6 +18,7 @@ import pytest
 
 from .fixtures import spark_home
 from .hive_metastore import HiveMetastore
+from .nessie import NessieServer
 from .ports import free_ports, is_port_free, wait_for_port
 from .postgres import PostgresServer, remove_orphaned_clusters, shared_memory_id
 from .process import ManagedProcess, ServerError
@@ -442,6 +443,16 @@ def test_rest_catalog_stop_frees_every_port(tmp_path: Path) -> None:
     assert_stopped(server.process, list(server.ports.values()))
     leftovers = [p for port in server.ports.values() for p in Path("/tmp").glob(f"seaweedfs-*-{port}.sock")]
     assert not leftovers
+
+
+def test_nessie_listens_on_loopback_only_and_branches(nessie_server: NessieServer) -> None:
+    """The session's Nessie (shared with the catalog tests, so it costs no extra start)."""
+    assert nessie_server.process is not None
+    assert_loopback_only(nessie_server.process, set(nessie_server.ports.values()))
+    assert nessie_server.request("GET", "config")["defaultBranch"] == "main"
+    nessie_server.create_branch("server-test")
+    names = {ref["name"] for ref in nessie_server.request("GET", "trees")["references"]}
+    assert {"main", "server-test"} <= names
 
 
 def test_socket_helper_sees_a_wildcard_listener() -> None:

@@ -30,7 +30,15 @@ REPO = DOCKER.parent
 COMPOSE = DOCKER / "compose.yaml"
 DOCKERFILE = DOCKER / "Dockerfile"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
-AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{DEFAULT_ICEBERG_VERSION}"
+LOCAL_ENV = REPO / "scripts" / "local_env.sh"
+
+
+def local_env_value(name: str) -> str:
+    """A value ``scripts/local_env.sh`` exports: the versions ``make test`` fetches and runs."""
+    return re.search(rf'^export {name}="([^"$]+)"$', LOCAL_ENV.read_text(), re.M).group(1)
+
+
+AWS_BUNDLE = local_env_value("ICEBERG_AWS_BUNDLE_COORDINATE")
 
 
 @pytest.fixture(scope="module")
@@ -149,12 +157,13 @@ def test_catalog_connection_yields_rest_catalog_on_s3(airflow_env):
     assert settings.conf[f"{prefix}.io-impl"] == S3_FILE_IO
     assert settings.conf[f"{prefix}.s3.endpoint"] == "http://minio:9000"
     assert settings.conf[f"{prefix}.s3.path-style-access"] == "true"
-    # runtime and S3FileIO's AWS SDK both come from Maven Central, at the same Iceberg version
+    # runtime and S3FileIO's AWS SDK both come from Maven Central, at the versions make test runs
     assert settings.jars == ()
     assert settings.packages == (runtime_coordinate(config), AWS_BUNDLE)
     assert (
         runtime_coordinate(config)
         == f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{DEFAULT_ICEBERG_VERSION}"
+        == local_env_value("ICEBERG_RUNTIME_COORDINATE")
     )
 
 
