@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
 JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
+# Two pytest-xdist workers, one test file each at a time: a file's module-scoped DAG runs and
+# servers stay in one worker, and while one worker waits on a JVM or a server, the other works.
+PARALLEL := -n 2 --dist loadfile
 # $(call line_tests,4.0): the job suite, and the example DAG end to end, with that Spark line as the
 # worker's Spark (its spark-submit, SPARK_HOME and Iceberg runtime jar; see scripts/local_env.sh).
 define line_tests
@@ -23,7 +26,7 @@ demo: setup
 ## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything);
 ## then the job suite and the example DAG again on Spark 4.0.
 test: setup
-	$(ENV) pytest -q tests/unit tests/integration tests/servers
+	$(ENV) pytest -q $(PARALLEL) --durations=25 tests/unit tests/integration tests/servers
 	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
 	$(call line_tests,4.0)
 
@@ -43,7 +46,7 @@ job-test: setup
 	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
 
 integration-test: setup
-	$(ENV) pytest -q -m integration tests/integration tests/servers
+	$(ENV) pytest -q $(PARALLEL) -m integration tests/integration tests/servers
 
 ## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth; writes benchmarks/RESULTS.md.
 bench: setup

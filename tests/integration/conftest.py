@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from tests.integration.airflow_runner import AirflowRunner
+
+#: Test-only JVM flags for every Spark driver the integration tests start (spark-submit of the real
+#: operators, the Spark Connect-free job runs): small jobs on a busy 2-core machine start about 40%
+#: faster with the C1 JIT alone and the serial collector. They change how fast Spark starts, never
+#: what it does. Users' Spark settings are theirs: the demo's spark-defaults.conf has none of this.
+QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config):
+    """Point every spark-submit the tests start at a copy of the local Spark settings plus the flags."""
+    source = os.environ.get("SPARK_CONF_DIR")
+    if not source or os.environ.get("AIRFLOW_ICEBERG_TEST_SPARK_CONF"):
+        return
+    target = Path(tempfile.mkdtemp(prefix="airflow-iceberg-test-spark-conf-"))
+    defaults = Path(source, "spark-defaults.conf")
+    text = defaults.read_text() if defaults.is_file() else ""
+    if "spark.driver.extraJavaOptions" not in text:
+        text += f"\nspark.driver.extraJavaOptions    {QUICK_START_JAVA_OPTIONS}\n"
+    (target / "spark-defaults.conf").write_text(text)
+    os.environ["SPARK_CONF_DIR"] = str(target)
+    os.environ["AIRFLOW_ICEBERG_TEST_SPARK_CONF"] = str(target)
 
 
 def pytest_collection_modifyitems(items):
@@ -21,3 +44,9 @@ def airflow_runner(tmp_path_factory) -> AirflowRunner:
     if not shutil.which("spark-submit") or not os.environ.get("ICEBERG_RUNTIME_JAR"):
         pytest.fail("spark-submit and ICEBERG_RUNTIME_JAR must be set up: run through `make test`")
     return AirflowRunner.create(tmp_path_factory.mktemp("airflow_home"))
+
+
+def pytest_unconfigure(config):
+    target = os.environ.pop("AIRFLOW_ICEBERG_TEST_SPARK_CONF", None)
+    if target:
+        shutil.rmtree(target, ignore_errors=True)
