@@ -22,29 +22,10 @@ from airflow_iceberg.jobs.action_specs import (
     RewritePositionDeletesSpec,
     RollbackSpec,
 )
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, OrphanFilesSpec
+from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.rendered import as_dict, as_int
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
-
-
-def _options(value: Any) -> dict[str, Any]:
-    """Rendered ``options`` as a dict (normalised here, after rendering, never in ``__init__``)."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidSpecError(f"options must be a dict, got {value!r}")
-    return dict(value)
-
-
-def _int_or_none(value: Any, what: str) -> int | None:
-    """A rendered integer argument: templates render numbers as strings."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidSpecError(f"{what} must be an integer, got {value!r}")
-    return value
 
 
 class _UpkeepOperator(IcebergSparkSubmitOperator):
@@ -126,7 +107,7 @@ class IcebergExpireSnapshotsOperator(_UpkeepOperator):
         return ExpireSnapshotsSpec(
             table=self.table,
             older_than=to_epoch_millis(self.older_than, "older_than"),
-            retain_last=_int_or_none(self.retain_last, "retain_last"),
+            retain_last=as_int(self.retain_last, "retain_last"),
         )
 
 
@@ -174,7 +155,7 @@ class IcebergRewriteDataFilesOperator(_UpkeepOperator):
             strategy=self.strategy,
             sort_order=self.sort_order or None,
             where=self.where or None,
-            options=_options(self.options),
+            options=as_dict(self.options, "options"),
         )
 
 
@@ -207,7 +188,7 @@ class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
 
     def build_spec(self) -> RewritePositionDeletesSpec:
         return RewritePositionDeletesSpec(
-            table=self.table, where=self.where or None, options=_options(self.options)
+            table=self.table, where=self.where or None, options=as_dict(self.options, "options")
         )
 
 

@@ -12,29 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_iceberg.jobs.action_specs import DeleteSpec, MergeClause, MergeSpec
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, JobSpec, Source
+from airflow_iceberg.jobs.job_spec import JobSpec, Source
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-
-
-def _as_list(value: Any, what: str) -> list[Any]:
-    """A rendered list argument as a list: a single string is one item, never one item per character."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [value]
-    if not isinstance(value, Sequence):
-        raise InvalidSpecError(f"{what} must be a list, got {value!r}")
-    return list(value)
-
-
-def _as_dict(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidSpecError(f"{what} must be a dict, got {value!r}")
-    return dict(value)
+from airflow_iceberg.operators.rendered import as_dict, as_list
 
 
 class IcebergMergeOperator(IcebergSparkSubmitOperator):
@@ -106,11 +86,11 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
                 table=self.source_table,
                 path=self.source_path,
                 format=self.source_format,
-                options=_as_dict(self.source_options, "source_options"),
+                options=as_dict(self.source_options, "source_options"),
             ),
-            keys=tuple(_as_list(self.keys, "keys")),
+            keys=tuple(as_list(self.keys, "keys")),
             on=self.on or None,
-            clauses=tuple(MergeClause.from_mapping(c) for c in _as_list(self.clauses, "clauses")),
+            clauses=tuple(MergeClause.from_mapping(c) for c in as_list(self.clauses, "clauses")),
             branch=self.branch or None,
         )
 

@@ -18,7 +18,7 @@ from airflow_iceberg.exceptions import InvalidSpecError
 
 
 def as_list(value: Any, what: str) -> list[Any]:
-    """A list from a list, a tuple, a rendered list literal, or one plain string (one item)."""
+    """A list from a list, a tuple, a rendered list literal, or one plain string or mapping (one item)."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -30,6 +30,8 @@ def as_list(value: Any, what: str) -> list[Any]:
         value = _literal(text, what)
     if isinstance(value, (list, tuple)):
         return list(value)
+    if isinstance(value, Mapping):
+        return [value]
     raise InvalidSpecError(f"{what} must be a list, got {type(value).__name__} {value!r}")
 
 
@@ -41,10 +43,22 @@ def as_dict(value: Any, what: str) -> dict[str, Any]:
         text = value.strip()
         if not text:
             return {}
-        value = _literal(text, what)
+        if text.startswith("{"):
+            value = _literal(text, what)
     if isinstance(value, Mapping):
         return dict(value)
     raise InvalidSpecError(f"{what} must be a mapping, got {type(value).__name__} {value!r}")
+
+
+def as_int(value: Any, what: str) -> int | None:
+    """An integer from an int or its rendered text (templates render numbers as strings); empty is None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpecError(f"{what} must be an integer, got {value!r}")
+    return value
 
 
 def _literal(text: str, what: str) -> Any:

@@ -213,7 +213,7 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
         (IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1 -- all"), "SQL comments"),
         (IcebergPublishOperator(task_id="t", table="db.t", branch="main"), "nothing to publish"),
         (IcebergRollbackOperator(task_id="t", table="db.t"), "give one of"),
-        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", options="min-input-files=2"), "dict"),
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", options="min-input-files=2"), "mapping"),
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
         (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
         (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
