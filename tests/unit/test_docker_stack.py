@@ -14,6 +14,7 @@ in the Dockerfile against the ones ``make test`` runs. When a compose CLI is pre
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -34,8 +35,14 @@ LOCAL_ENV = REPO / "scripts" / "local_env.sh"
 
 
 def local_env_value(name: str) -> str:
-    """A value ``scripts/local_env.sh`` exports: the versions ``make test`` fetches and runs."""
-    return re.search(rf'^export {name}="([^"$]+)"$', LOCAL_ENV.read_text(), re.M).group(1)
+    """A value ``scripts/local_env.sh`` exports on the default Spark line: what ``make test`` runs."""
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_LINE"}
+    completed = subprocess.run(
+        ["bash", "-c", f'source "{LOCAL_ENV}" && printf %s "${name}"'],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert completed.stdout, f"scripts/local_env.sh exports no {name}"
+    return completed.stdout
 
 
 AWS_BUNDLE = local_env_value("ICEBERG_AWS_BUNDLE_COORDINATE")
