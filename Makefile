@@ -23,12 +23,10 @@ demo: setup
 	$(ENV) rm -rf "$$ICEBERG_DEMO_WAREHOUSE" && airflow dags test iceberg_daily_orders 2024-01-02
 	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
-## Every test: unit (Airflow side), job (PySpark side, shared SparkSession), integration (real everything);
-## then the job suite and the example DAG again on Spark 4.0.
+## Every test: unit (Airflow side), job (PySpark side, shared SparkSession, on Spark 3.5 and 4.0),
+## integration (real everything), and the example DAG on Spark 4.0 (see scripts/run_tests.sh).
 test: setup
-	$(ENV) pytest -q $(PARALLEL) --durations=25 tests/unit tests/integration tests/servers
-	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	$(call line_tests,4.0)
+	bash scripts/run_tests.sh
 
 ## The job suite and the example DAG end to end (real Airflow + Spark 4.0's spark-submit) on Spark 4.0.
 spark4-test: setup
