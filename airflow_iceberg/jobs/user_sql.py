@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs.job_spec import InvalidSpecError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 #: Parsed-plan classes that change data or session state (and their common parents).
 _STATEMENT_CLASSES = (
@@ -51,13 +52,23 @@ def query_frame(spark: SparkSession, query: str, what: str = "source query") -> 
 
 
 def expression(condition: str, what: str) -> Column:
-    """A Column from a user's boolean expression, parsed now (so a bad one fails before any write)."""
+    """A Column from a user's boolean expression, parsed now (so a bad one fails before any write).
+
+    Spark 3.5's ``F.expr`` parses at once; Spark 4's builds the Column lazily and parses it only
+    when a plan uses it, so the session's own expression parser reads the text first.
+    """
+    spark = SparkSession.getActiveSession()
     try:
-        return F.expr(condition)
+        parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(condition) if spark else None
+        column = F.expr(condition)
     except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
         raise InvalidSpecError(
             f"{what} {condition!r} is not one Spark SQL expression: {_first_line(error)}"
         ) from None
+    if parsed is not None and "Alias" in parsed.getClass().getSimpleName():
+        raise InvalidSpecError(f"{what} {condition!r} is not one Spark SQL expression: it ends in a word "
+                               "Spark reads as an alias")
+    return column
 
 
 def _parse(spark: SparkSession, text: str, what: str) -> Any:
