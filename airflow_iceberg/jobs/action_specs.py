@@ -8,7 +8,7 @@ only: the operators import this while Airflow parses DAGs, and it ships to the d
 Every user text that reaches ``spark.sql`` (merge conditions and assignments, delete conditions,
 ``where`` filters, sort orders) must be one expression: no statement separator, no comment. The
 job also parses each one with Spark's *expression* parser before it builds any SQL
-(:func:`airflow_iceberg.jobs.merges.check_expressions`), so nothing can append a clause or a statement.
+(:func:`airflow_iceberg.jobs.user_sql.check_expression`), so nothing can append a clause or a statement.
 """
 
 from __future__ import annotations

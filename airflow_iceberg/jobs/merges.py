@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs, job_spec
+from airflow_iceberg.jobs import action_specs, user_sql
 from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import earlier_commit, snapshot_properties_for, with_commit_properties
 from airflow_iceberg.jobs.table_state import (
@@ -33,23 +33,9 @@ class MergeSourceError(TableStateError):
 
 
 def check_expressions(spark: SparkSession, expressions: Iterable[tuple[str, str]]) -> None:
-    """Parse each ``(what, text)`` with Spark's expression parser: one expression, nothing after it.
-
-    The spec already refused ``;`` and comments; this also refuses text that would add a clause
-    to the statement it is spliced into (``t.id = s.id WHEN MATCHED THEN DELETE``), and a trailing
-    word the parser would take as an alias (``id = 1 OR`` is ``(id = 1) AS OR`` to it).
-    """
-    parser = spark._jsparkSession.sessionState().sqlParser()
+    """Check each ``(what, text)`` is one SQL expression (:func:`user_sql.check_expression`)."""
     for what, text in expressions:
-        try:
-            parsed = parser.parseExpression(text)
-        except Exception as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise job_spec.InvalidSpecError(f"{what} {text!r} is not one SQL expression: {first}") from None
-        if "Alias" in parsed.getClass().getSimpleName():
-            raise job_spec.InvalidSpecError(
-                f"{what} {text!r} is not one SQL expression: it ends in a word Spark reads as an alias"
-            )
+        user_sql.check_expression(spark, text, what)
 
 
 def _merge_expressions(spec: action_specs.MergeSpec) -> list[tuple[str, str]]:

@@ -51,6 +51,23 @@ def query_frame(spark: SparkSession, query: str, what: str = "source query") -> 
     return spark.sql(wrapped)
 
 
+def check_expression(spark: SparkSession, text: str, what: str) -> None:
+    """Parse ``text`` with the session's expression parser: one expression, nothing after it.
+
+    This also refuses text that would add a clause to a statement it is spliced into
+    (``t.id = s.id WHEN MATCHED THEN DELETE``), and a trailing word the parser would take as an
+    alias (``id = 1 OR`` is ``(id = 1) AS OR`` to it).
+    """
+    try:
+        parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
+    except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
+        raise InvalidSpecError(f"{what} {text!r} is not one SQL expression: {_first_line(error)}") from None
+    if "Alias" in parsed.getClass().getSimpleName():
+        raise InvalidSpecError(
+            f"{what} {text!r} is not one SQL expression: it ends in a word Spark reads as an alias"
+        )
+
+
 def expression(condition: str, what: str) -> Column:
     """A Column from a user's boolean expression, parsed now (so a bad one fails before any write).
 
@@ -58,17 +75,14 @@ def expression(condition: str, what: str) -> Column:
     when a plan uses it, so the session's own expression parser reads the text first.
     """
     spark = SparkSession.getActiveSession()
+    if spark is not None:
+        check_expression(spark, condition, what)
     try:
-        parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(condition) if spark else None
-        column = F.expr(condition)
+        return F.expr(condition)
     except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
         raise InvalidSpecError(
-            f"{what} {condition!r} is not one Spark SQL expression: {_first_line(error)}"
+            f"{what} {condition!r} is not one SQL expression: {_first_line(error)}"
         ) from None
-    if parsed is not None and "Alias" in parsed.getClass().getSimpleName():
-        raise InvalidSpecError(f"{what} {condition!r} is not one Spark SQL expression: it ends in a word "
-                               "Spark reads as an alias")
-    return column
 
 
 def _parse(spark: SparkSession, text: str, what: str) -> Any:
