@@ -7,14 +7,14 @@ a branch (write-audit-publish). The XCom is the committed snapshot with its coun
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_iceberg.jobs.action_specs import DeleteSpec, MergeClause, MergeSpec
-from airflow_iceberg.jobs.job_spec import JobSpec, Source
+from airflow_iceberg.jobs.job_spec import JobSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-from airflow_iceberg.operators.rendered import as_dict, as_list
+from airflow_iceberg.operators.rendered import as_list
+from airflow_iceberg.operators.write import qualify_with_source, source_of
 
 
 class IcebergMergeOperator(IcebergSparkSubmitOperator):
@@ -81,13 +81,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
     def build_spec(self) -> MergeSpec:
         return MergeSpec(
             table=self.table,
-            source=Source(
-                query=self.source_query,
-                table=self.source_table,
-                path=self.source_path,
-                format=self.source_format,
-                options=as_dict(self.source_options, "source_options"),
-            ),
+            source=source_of(self),
             keys=tuple(as_list(self.keys, "keys")),
             on=self.on or None,
             clauses=tuple(MergeClause.from_mapping(c) for c in as_list(self.clauses, "clauses")),
@@ -96,10 +90,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> MergeSpec:
         assert isinstance(spec, MergeSpec)
-        source = spec.source
-        if source.table:
-            source = dataclasses.replace(source, table=self.qualify(source.table, catalog_names))
-        return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names), source=source)
+        return qualify_with_source(self, spec, catalog_names)
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         _log_row_change(self, result)

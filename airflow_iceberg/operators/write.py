@@ -27,6 +27,25 @@ _WRITE_TEMPLATE_FIELDS = (
 )
 
 
+def source_of(operator: Any) -> Source:
+    """The rendered ``source_*`` arguments of a write or merge operator, as the job's :class:`Source`."""
+    return Source(
+        query=operator.source_query,
+        table=operator.source_table,
+        path=operator.source_path,
+        format=operator.source_format,
+        options=as_dict(operator.source_options, "source_options"),
+    )
+
+
+def qualify_with_source(operator: IcebergSparkSubmitOperator, spec: Any, catalog_names: Sequence[str]) -> Any:
+    """``spec`` with its table and its source table (if any) qualified by their catalogs."""
+    source = spec.source
+    if source.table:
+        source = dataclasses.replace(source, table=operator.qualify(source.table, catalog_names))
+    return dataclasses.replace(spec, table=operator.qualify(spec.table, catalog_names), source=source)
+
+
 class IcebergWriteOperator(IcebergSparkSubmitOperator):
     """Base class of the write operators: where the rows come from and how they are written.
 
@@ -78,13 +97,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         return WriteSpec(
             table=self.table,
             mode=self.mode,
-            source=Source(
-                query=self.source_query,
-                table=self.source_table,
-                path=self.source_path,
-                format=self.source_format,
-                options=as_dict(self.source_options, "source_options"),
-            ),
+            source=source_of(self),
             write_options=as_dict(self.write_options, "write_options"),
             merge_schema=self.merge_schema,
             branch=self.branch or None,
@@ -92,10 +105,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:
         assert isinstance(spec, WriteSpec)
-        source = spec.source
-        if source.table:
-            source = dataclasses.replace(source, table=self.qualify(source.table, catalog_names))
-        return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names), source=source)
+        return qualify_with_source(self, spec, catalog_names)
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         if result.get("committed") is False:
