@@ -42,7 +42,11 @@ export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"
 export PATH="$_root/.venv/bin:$SPARK_VENV/bin:$PATH"
 export PYSPARK_PYTHON="$SPARK_VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PYSPARK_PYTHON"
-for _home in "$SPARK_VENV"/lib/python3*/site-packages/pyspark; do export SPARK_HOME="$_home"; done
+# (Only once the runtime is installed: before that the glob matches nothing, and setup.sh sources
+# this file again after creating the venvs.)
+for _home in "$SPARK_VENV"/lib/python3*/site-packages/pyspark; do
+  if [ -d "$_home" ]; then export SPARK_HOME="$_home"; fi
+done
 unset _home _venv _scala _iceberg _artifact
 # The demo's connections, as a user would define them (see README "Quickstart").
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'

@@ -51,6 +51,9 @@ for line in ${SPARK_LINES:-3.5 4.0}; do
   )
 done
 
+# The runtimes exist now: source the environment again so SPARK_HOME points into the default one.
+source scripts/local_env.sh
+
 # The S3 jars: S3FileIO's AWS SDK v2 bundle; S3A's hadoop-aws and its AWS SDK v1 bundle.
 fetch_jar "$ICEBERG_AWS_BUNDLE_COORDINATE" "$ICEBERG_AWS_BUNDLE_JAR"
 IFS=, read -r hadoop_aws_jar aws_sdk_jar <<< "$HADOOP_AWS_JARS"
