@@ -128,7 +128,9 @@ def split_identifier(text: str, what: str = "table") -> tuple[str, ...]:
     if not isinstance(text, str) or not text:
         raise InvalidSpecError(f"{what} identifier must be a non-empty string, got {text!r}")
     if _CONTROL_RE.search(text):
-        raise InvalidSpecError(f"{what} identifier {text!r} has an invalid part: it holds a control character")
+        raise InvalidSpecError(
+            f"{what} identifier {text!r} has an invalid part: it holds a control character"
+        )
     parts: list[str] = []
     position = 0
     while True:
@@ -160,7 +162,9 @@ def _quoted_part(text: str, start: int, what: str) -> tuple[str, int]:
     while True:
         end = text.find("`", position)
         if end < 0:
-            raise InvalidSpecError(f"{what} identifier {text!r} has an invalid part: a backtick is not closed")
+            raise InvalidSpecError(
+                f"{what} identifier {text!r} has an invalid part: a backtick is not closed"
+            )
         pieces.append(text[position:end])
         if not text.startswith("``", end):
             return "".join(pieces), end + 1

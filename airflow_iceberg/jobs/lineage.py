@@ -39,7 +39,10 @@ def describe_tables(spark: SparkSession, tables: Iterable[str]) -> dict[str, dic
 
 
 def describe_table(spark: SparkSession, table: str) -> dict[str, Any]:
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {job_spec.quote_identifier(table)}").collect()
     location = next((row.data_type for row in rows if row.col_name == "Location"), None)
-    schema = [{"name": f.name, "type": f.dataType.simpleString()} for f in spark.table(table).schema.fields]
+    schema = [
+        {"name": f.name, "type": f.dataType.simpleString()}
+        for f in spark.table(job_spec.quote_identifier(table)).schema.fields
+    ]
     return {"location": location, "schema": schema, "snapshot_id": current_snapshot_id(spark, table)}

@@ -25,7 +25,9 @@ def remove_orphan_files(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> 
     """
     require_table(spark, spec.table)
     jvm = spark.sparkContext._jvm
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, spec.table)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, job_spec.quote_identifier(spec.table)
+    )
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     action = actions.deleteOrphanFiles(table)
     if spec.older_than is not None:

@@ -41,7 +41,11 @@ def stream_table(
     ``streaming-skip-overwrite-snapshots`` / ``streaming-skip-delete-snapshots`` are true.
     """
     require_table(spark, spec.table)
-    source = spark.readStream.format("iceberg").options(**reader_options(spec)).load(spec.table)
+    source = (
+        spark.readStream.format("iceberg")
+        .options(**reader_options(spec))
+        .load(job_spec.quote_identifier(spec.table))
+    )
     writer = project(source, spec).writeStream.option("checkpointLocation", str(spec.checkpoint_location))
     writer = writer.trigger(availableNow=True)
     if spec.sink_table:
@@ -49,7 +53,12 @@ def stream_table(
         exists = table_exists(spark, spec.sink_table)
         sink_before = current_snapshot_id(spark, spec.sink_table) if exists else None
         options = write_options_for({}, commit_id, commit_properties)
-        query = writer.format("iceberg").outputMode("append").options(**options).toTable(spec.sink_table)
+        query = (
+            writer.format("iceberg")
+            .outputMode("append")
+            .options(**options)
+            .toTable(job_spec.quote_identifier(spec.sink_table))
+        )
     else:
         query = writer.format(spec.sink_format).option("path", str(spec.sink_path)).start()
     progress = _await(query)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.job_spec import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,8 +51,13 @@ class SchemaMismatchError(TableStateError):
     """The source's columns do not fit the table (or the partition spec) and merge_schema cannot help."""
 
 
+def metadata_table(table: str, name: str) -> str:
+    """The quoted identifier of one of the table's metadata tables (``snapshots``, ``refs``, ...)."""
+    return f"{quote_identifier(table)}.{name}"
+
+
 def table_exists(spark: SparkSession, table: str) -> bool:
-    return bool(spark.catalog.tableExists(table))
+    return bool(spark.catalog.tableExists(quote_identifier(table)))
 
 
 def require_table(spark: SparkSession, table: str, what: str = "table") -> None:
@@ -75,12 +81,14 @@ def check_table_state(spark: SparkSession, table: str, mode: str) -> None:
 
 def ensure_namespace(spark: SparkSession, table: str) -> None:
     """Create the table's namespace if needed, so a first create works on Hive and JDBC catalogs too."""
-    namespace = table.rsplit(".", 1)[0]
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    namespace = job_spec.split_identifier(table)[:-1]
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_identifier(namespace)}")
 
 
 def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
-    return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    return {
+        row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {quote_identifier(table)}").collect()
+    }
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -90,7 +98,7 @@ def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
 
 def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> int | None:
     rows = (
-        spark.table(f"{table}.refs")
+        spark.table(metadata_table(table, "refs"))
         .where((F.col("name") == name) & (F.col("type") == kind))
         .select("snapshot_id")
         .collect()
@@ -99,12 +107,19 @@ def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> in
 
 
 def snapshot_exists(spark: SparkSession, table: str, snapshot_id: int) -> bool:
-    return bool(spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).limit(1).count())
+    return bool(
+        spark.table(metadata_table(table, "snapshots"))
+        .where(F.col("snapshot_id") == snapshot_id)
+        .limit(1)
+        .count()
+    )
 
 
 def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[str, Any]:
     """Describe one snapshot: id, parent, operation, commit time and the summary counts."""
-    rows = spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).collect()
+    rows = (
+        spark.table(metadata_table(table, "snapshots")).where(F.col("snapshot_id") == snapshot_id).collect()
+    )
     if not rows:
         raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
     return _describe_snapshot(rows[0])
@@ -139,7 +154,7 @@ def iceberg_table(spark: SparkSession, table: str) -> Any:
     any catalog type, including the session catalog); its tables are cached, hence the refresh.
     """
     loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, table
+        spark._jsparkSession, quote_identifier(table)
     )
     loaded.refresh()
     return loaded
@@ -181,7 +196,7 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
     if not ancestors.hasNext():
         return None
     tagged = (
-        spark.table(f"{table}.snapshots")
+        spark.table(metadata_table(table, "snapshots"))
         .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
         .orderBy(F.col("committed_at").desc())
         .select("snapshot_id")
