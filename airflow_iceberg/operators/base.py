@@ -24,7 +24,7 @@ from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings
 from airflow_iceberg.exceptions import IcebergJobError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
-from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec
+from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
 
@@ -104,9 +104,12 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         return combined_settings(hook.catalog_config for hook in self.catalog_hooks)
 
     def qualify(self, identifier: str, catalog_names: Sequence[str]) -> str:
-        """Prefix the default catalog unless the identifier already starts with a configured one."""
-        first = identifier.split(".", 1)[0]
-        if first in catalog_names:
+        """Prefix the default catalog unless the identifier already starts with a configured one.
+
+        The first part (bare or in backticks) is compared, so ``a.b.t`` with no catalog ``a`` is
+        the table ``t`` in the nested namespace ``a.b`` of the default catalog.
+        """
+        if split_identifier(identifier)[0] in catalog_names:
             return identifier
         return f"{catalog_names[0]}.{identifier}"
 
