@@ -473,9 +473,16 @@ class WriteSpec:
 
     @property
     def created_with_sql(self) -> bool:
-        """Whether the job must create the table with SQL CTAS: only SQL can express ``truncate(W, col)``."""
-        transforms = [parse_transform(expression)[0] for expression in self.partition_by]
-        return self.mode in CREATE_MODES and "truncate" in transforms
+        """Whether the job must create the table with SQL CTAS rather than ``DataFrameWriterV2``.
+
+        Only SQL can express ``truncate(W, col)``. And ``partitionedBy`` re-parses each column's
+        name unquoted (Spark 3.5), so a partition column that is not a plain name
+        (``order-date``, ``Région``) fails there; in SQL the job quotes it.
+        """
+        parsed = [parse_transform(expression) for expression in self.partition_by]
+        return self.mode in CREATE_MODES and any(
+            transform == "truncate" or not SQL_NAME_RE.match(column) for transform, column, _ in parsed
+        )
 
     def _check_write_options(self, options: Mapping[str, str]) -> None:
         """Reject write options that would be ignored or that contradict the spec, naming the fix."""
@@ -489,7 +496,8 @@ class WriteSpec:
             ignored = [key for key in options if not key.lower().startswith(SNAPSHOT_PROPERTY_PREFIX)]
             if ignored:
                 raise InvalidSpecError(
-                    f"write options {', '.join(ignored)} cannot be used with a truncate(W, col) partition: "
+                    f"write options {', '.join(ignored)} cannot be used with a truncate(W, col) partition "
+                    "or a partition column that is not a plain name (letters, digits, '_'): "
                     "such a table is created with SQL CREATE TABLE AS SELECT, which takes no write options. "
                     "Set the matching table property instead (e.g. write.format.default for write-format)"
                 )
