@@ -256,8 +256,10 @@ def parse_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
 def asset_dataset_name(uri: str) -> tuple[str, str]:
     """OpenLineage (namespace, name) for an asset URI: by location for Hadoop, else by catalog."""
     kind, parts, identity = parse_uri(uri)
-    if kind == "hadoop":
-        return location_dataset_name(identity["warehouse"].rstrip("/") + "/" + "/".join(parts))
+    if kind == "hadoop":  # the parts are joined after parsing: a name may hold '?', '#' or '%'
+        namespace, base = location_dataset_name(identity["warehouse"])
+        name = "/".join([base.rstrip("/"), *parts])
+        return namespace, name if namespace == "file" else name.lstrip("/")
     return catalog_symlink(kind, parts, identity)
 
 
