@@ -40,8 +40,10 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
     Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
     executor sizing, ``env_vars``, ``packages``, ``jars``, ``conf`` ...) is accepted and passed on.
 
-    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``. Without
-        a catalog prefix the connection's catalog is used. (templated)
+    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``; nested
+        namespaces as ``catalog.a.b.table``. Without a catalog prefix the connection's catalog is
+        used. A part is bare (``sales-eu``, ``Orders``, ``été``) or in backticks for anything else
+        (``db.`order lines```); the job quotes every part. (templated)
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param extra_iceberg_conn_ids: More ``iceberg_catalog`` connections to load in the same job,
         for example to read a source table from another catalog. (templated)
