@@ -139,3 +139,22 @@ def test_names_the_parser_refuses_never_reach_spark(spark, lake, new_table):
     with pytest.raises(InvalidSpecError, match="partition_by"):
         write_spec(table, "create", "SELECT 1 AS id", partition_by=("days(order date)",))
     assert not lake.exists(table)
+
+
+def test_a_stream_reads_and_writes_tables_with_real_world_names(spark, lake, tmp_path):
+    """``readStream...load`` and ``writeStream.toTable`` parse the quoted identifiers like the batch path."""
+    source = f"{CATALOG}.`sales-eu`.Événements_{_suffix()}"
+    sink = f"{CATALOG}.raw.events.`copy of {_suffix()}`"
+    write_table(spark, write_spec(source, "create", "SELECT 1 AS id, 'a' AS `Région-Nom`"))
+    write_table(spark, write_spec(source, "append", "SELECT 2 AS id, 'b' AS `Région-Nom`"))
+    spec = read_spec(
+        source,
+        stream_from_timestamp=0,
+        checkpoint_location=str(tmp_path / "ck"),
+        columns=("`Région-Nom`",),
+        sink_table=sink,
+        sink_mode="append",
+    )
+    result = read_table(spark, spec)
+    assert result["row_count"] == 2
+    assert sorted(row["Région-Nom"] for row in lake.rows(sink)) == ["a", "b"]
