@@ -161,6 +161,11 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         try:
             code = job.run(settings, request, self.conf)
         except Exception as error:
+            if job.killed:
+                raise IcebergJobError(
+                    f"{spec.table}: the task was killed; its Spark Connect operations (tag {job.tag}) "
+                    "were interrupted"
+                ) from error
             _raise_job_failure(spec, str(request.result_file), error)
             raise
         finally:

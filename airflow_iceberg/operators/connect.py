@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 SPARK_CONNECT_CONN_TYPE = "spark_connect"
 
 
+#: Settings of the catalogs' that only the server sets, when it starts (see docs/spark-connect.md).
+SERVER_SETTINGS = (EXTENSIONS_KEY, "spark.redaction.regex")
+
+
 def is_spark_connect(conn_id: str) -> bool:
     """Whether ``conn_id`` is a ``spark_connect`` connection (else the task runs spark-submit)."""
     from airflow.providers.common.compat.sdk import BaseHook
@@ -41,13 +45,14 @@ def is_spark_connect(conn_id: str) -> bool:
 def session_settings(settings: SparkSettings, user_conf: Mapping[str, Any] | None) -> dict[str, str]:
     """The non-secret settings a task sets on its session: the catalogs', then the user's ``conf``.
 
-    ``spark.sql.extensions`` is left out (it is static: the server must start with Iceberg's);
-    the user's ``conf`` wins as in spark-submit mode. Settings the server refuses to change per
-    session (``spark.executor.memory`` ...) are skipped with a warning when they are set.
+    ``spark.sql.extensions`` and ``spark.redaction.regex`` are left out (static: the server
+    starts with them); the user's ``conf`` wins as in spark-submit mode. Settings the server
+    refuses to change per session (``spark.executor.memory`` ...) are skipped with a warning.
     """
     conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0]}
     conf.update({str(key): str(value) for key, value in (user_conf or {}).items()})
-    conf.pop(EXTENSIONS_KEY, None)
+    for key in SERVER_SETTINGS:
+        conf.pop(key, None)
     return conf
 
 
@@ -64,7 +69,8 @@ class ConnectJob:
         #: Every operation of the task carries this tag; ``interrupt`` cancels them by it.
         self.tag = f"airflow-iceberg-{uuid.uuid4().hex}"
         self._session: Any = None
-        self._killed = False
+        #: Set by :meth:`interrupt`: the job's failure is then the kill's doing.
+        self.killed = False
 
     def run(self, settings: SparkSettings, request: JobRequest, user_conf: Mapping[str, Any] | None) -> int:
         """Open a session, configure it, run the job in it, release it; return the job's exit code.
@@ -81,7 +87,7 @@ class ConnectJob:
         self._session = spark
         try:
             spark.addTag(self.tag)
-            if self._killed:  # killed while the session was being opened
+            if self.killed:  # killed while the session was being opened
                 raise RuntimeError("the task was killed before its Spark Connect job started")
             self.log.info("Spark Connect session %s, operation tag %s", spark.session_id, self.tag)
             self._configure(spark, session_settings(settings, user_conf), secret=False)
@@ -98,7 +104,7 @@ class ConnectJob:
         Called from ``on_kill``, while ``run`` may be blocked in the same or another thread.
         Releasing the session makes any operation the job starts afterwards fail at once.
         """
-        self._killed = True
+        self.killed = True
         spark = self._session
         if spark is None:
             return
