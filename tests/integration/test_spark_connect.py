@@ -312,5 +312,6 @@ def test_the_incremental_feed_story_over_connect(
     )
     mirror = catalog.load_table("feed.events_mirror")
     assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
-    assert airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")["rows_read"] == 5
+    mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
+    assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
     assert list(Path(checkpoints).rglob("offsets"))
