@@ -114,8 +114,10 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
     spark, lake = connect_lake
     created = write_table(spark, write_spec(table, "create", ROWS))
     staged = write_table(
-        spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
-        commit_id="wap", reuse_commit=True,
+        spark,
+        write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
+        commit_id="wap",
+        reuse_commit=True,
     )
     assert lake.current_snapshot_id(table) == created["snapshot_id"]  # main untouched until publish
     published = publish_branch(spark, action_specs.PublishSpec(table=table, branch="audit").validated())
@@ -315,3 +317,53 @@ def test_the_incremental_feed_story_over_connect(
     mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
     assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
     assert list(Path(checkpoints).rglob("offsets"))
+
+
+def test_the_story_dags_over_connect_in_one_airflow_process(
+    airflow_runner, spark_connect_server, rest_catalog
+):
+    """EMR quickstart, Prophecy target and daily diff: three DAG runs, one Airflow start."""
+    started = time.monotonic()
+    completed = airflow_runner.dags_test(
+        "2024-01-02",
+        "iceberg_emr_quickstart",
+        "iceberg_prophecy_target",
+        "iceberg_daily_diff",
+        connections={
+            "iceberg_catalog_default": rest_spark_connection(
+                rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
+            ),
+            "spark_default": spark_connect_server.connection(),
+        },
+    )
+    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+    print(f"three story DAGs over Spark Connect: {time.monotonic() - started:.1f} s")
+    assert "Spark-Submit cmd" not in completed.stdout + completed.stderr
+    catalog = rest_reader(rest_catalog)
+
+    sample = catalog.load_table("iceberg_db.sample")
+    first, _second = sample.snapshots()
+    assert sorted(r["id"] for r in sample.scan().to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
+    read_first = airflow_runner.xcom("iceberg_emr_quickstart", "read_first_snapshot")
+    assert (read_first["row_count"], read_first["snapshot_id"]) == (3, first.snapshot_id)
+
+    employees = catalog.load_table("prophecy_doc_demo.employees_test")
+    assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
+    rows = {(r["Name"], r["Department"], r["Bonus"]) for r in employees.scan().to_arrow().to_pylist()}
+    assert rows == {
+        ("Ann", "Engineering", 10),
+        ("Eve", "Engineering", 0),
+        ("Cid", "Sales", None),
+        ("Dee", "Sales", 5),
+    }
+
+    orders = catalog.load_table("diff_demo.orders")
+    yesterday, today = orders.snapshots()
+    assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
+    after = airflow_runner.xcom("iceberg_daily_diff", "after")
+    assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
+    diff = {
+        (r["change"], r["id"])
+        for r in catalog.load_table("diff_demo.daily_diff").scan().to_arrow().to_pylist()
+    }
+    assert diff == {("added", 2), ("added", 10), ("added", 11), ("added", 12), ("removed", 2), ("removed", 4)}
