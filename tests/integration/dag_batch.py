@@ -4,9 +4,10 @@ Each ``airflow`` CLI start costs seconds (imports, providers, configuration) bef
 runs themselves are the CLI's own: this calls its ``dag_test`` command for each DAG in turn.
 Used where one test needs several DAG runs with the same connections::
 
-    python -m tests.integration.dag_batch 2024-01-02 dag_a dag_b
+    python -m tests.integration.dag_batch 2024-01-02 dag_a 'dag_b:{"some": "run conf"}'
 
-Every DAG runs even when an earlier one failed; the exit code is 1 if any failed.
+A DAG id may be followed by ``:`` and its run's conf as JSON (``dags test --conf``). Every DAG
+runs even when an earlier one failed; the exit code is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ def main(argv: Sequence[str]) -> int:
 
     logical_date, *dag_ids = argv
     failed = []
-    for dag_id in dag_ids:
+    for item in dag_ids:
+        dag_id, _, conf = item.partition(":")
         args = argparse.Namespace(
             dag_id=dag_id,
             logical_date=pendulum.parse(logical_date),
-            conf=None,
+            conf=conf or None,
             use_executor=False,
             mark_success_pattern=None,
             bundle_name=None,

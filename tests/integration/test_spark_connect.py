@@ -15,7 +15,6 @@ import json
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -280,55 +279,18 @@ def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_se
         assert sampler.matching(sentinel) == []
 
 
-def test_the_incremental_feed_story_over_connect(
+def test_the_story_dags_over_connect_in_one_airflow_process(
     airflow_runner, spark_connect_server, rest_catalog, tmp_path
 ):
-    """The story DAG with the most Spark in it (incremental reads, two bounded streams), on REST."""
+    """EMR quickstart, Prophecy target, daily diff, incremental feed: four runs, one Airflow start."""
     checkpoints = tmp_path / "checkpoints"
-    started = time.monotonic()
-    completed = airflow_runner.airflow(
-        "dags",
-        "test",
-        "iceberg_incremental_feed",
-        "2024-01-02",
-        "--conf",
-        f'{{"checkpoints": "{checkpoints}"}}',
-        connections={
-            "iceberg_catalog_default": rest_spark_connection(
-                rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
-            ),
-            "spark_default": spark_connect_server.connection(),
-        },
-    )
-    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
-    print(f"iceberg_incremental_feed over Spark Connect: {time.monotonic() - started:.1f} s")
-    catalog = rest_reader(rest_catalog)
-    events = catalog.load_table("feed.events")
-    created, _batch_one, two, _batch_three = events.snapshots()
-    new_events = catalog.load_table("feed.new_events").scan().to_arrow()
-    assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
-    incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
-    assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
-        created.snapshot_id,
-        two.snapshot_id,
-    )
-    mirror = catalog.load_table("feed.events_mirror")
-    assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
-    mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
-    assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
-    assert list(Path(checkpoints).rglob("offsets"))
-
-
-def test_the_story_dags_over_connect_in_one_airflow_process(
-    airflow_runner, spark_connect_server, rest_catalog
-):
-    """EMR quickstart, Prophecy target and daily diff: three DAG runs, one Airflow start."""
     started = time.monotonic()
     completed = airflow_runner.dags_test(
         "2024-01-02",
         "iceberg_emr_quickstart",
         "iceberg_prophecy_target",
         "iceberg_daily_diff",
+        f'iceberg_incremental_feed:{{"checkpoints": "{checkpoints}"}}',
         connections={
             "iceberg_catalog_default": rest_spark_connection(
                 rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
@@ -337,7 +299,7 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
         },
     )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
-    print(f"three story DAGs over Spark Connect: {time.monotonic() - started:.1f} s")
+    print(f"four story DAGs over Spark Connect: {time.monotonic() - started:.1f} s")
     assert "Spark-Submit cmd" not in completed.stdout + completed.stderr
     catalog = rest_reader(rest_catalog)
 
@@ -367,3 +329,18 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
         for r in catalog.load_table("diff_demo.daily_diff").scan().to_arrow().to_pylist()
     }
     assert diff == {("added", 2), ("added", 10), ("added", 11), ("added", 12), ("removed", 2), ("removed", 4)}
+
+    events = catalog.load_table("feed.events")
+    created, _batch_one, two, _batch_three = events.snapshots()
+    new_events = catalog.load_table("feed.new_events").scan().to_arrow()
+    assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
+    incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
+    assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
+        created.snapshot_id,
+        two.snapshot_id,
+    )
+    mirror = catalog.load_table("feed.events_mirror")
+    assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
+    mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
+    assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
+    assert list(checkpoints.rglob("offsets"))  # the server wrote the checkpoints where the DAG said
