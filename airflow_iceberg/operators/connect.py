@@ -83,7 +83,8 @@ class ConnectJob:
         from airflow_iceberg.jobs.iceberg_job import run_job
 
         url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
-        spark = SparkSession.builder.remote(url).create()
+        # A builder of its own: the shared ``SparkSession.builder`` would keep the URL (and its token).
+        spark = SparkSession.Builder().remote(url).create()
         self._session = spark
         try:
             spark.addTag(self.tag)
@@ -102,7 +103,8 @@ class ConnectJob:
         """Cancel every running operation of the task (``interruptTag``), then release its session.
 
         Called from ``on_kill``, while ``run`` may be blocked in the same or another thread.
-        Releasing the session makes any operation the job starts afterwards fail at once.
+        Releasing the session makes any operation the job starts afterwards fail at once, and the
+        server stops the session's streaming queries with it.
         """
         self.killed = True
         spark = self._session
