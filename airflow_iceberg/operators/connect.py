@@ -97,7 +97,8 @@ class ConnectJob:
             return run_job(spark, request)
         finally:
             self._session = None
-            spark.stop()  # releases the session on the server, with its settings and secrets
+            if not spark.is_stopped:  # ``interrupt`` may have released it already
+                spark.stop()  # releases the session on the server, with its settings and secrets
 
     def interrupt(self) -> None:
         """Cancel every running operation of the task (``interruptTag``), then release its session.
