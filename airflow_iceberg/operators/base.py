@@ -3,8 +3,8 @@
 Subclasses only say *what* to do (a :class:`WriteSpec` or :class:`ReadSpec`); this class does
 the rest in ``execute``: validate the request before any JVM starts, turn the catalog
 connection(s) into Spark settings, run spark-submit through the apache-spark provider (so its
-connection, deploy modes, sizing and kill handling all keep working), and return the job's JSON
-result as the task's XCom.
+connection, deploy modes, sizing and kill handling all keep working) or, given a Spark Connect
+connection, run the job in a remote session, and return the job's JSON result as the task's XCom.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
 
     Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
     executor sizing, ``env_vars``, ``packages``, ``jars``, ``conf`` ...) is accepted and passed on.
+    ``conn_id``'s type picks the mode: a ``spark`` connection runs spark-submit; a
+    ``spark_connect`` connection runs the same job in a Spark Connect session from this process
+    (:mod:`airflow_iceberg.operators.connect`), where only ``conf`` of those arguments applies.
 
     :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``. Without
         a catalog prefix the connection's catalog is used. (templated)
