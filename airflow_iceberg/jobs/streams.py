@@ -115,9 +115,14 @@ def _as_json_dict(update: Mapping[str, Any]) -> dict[str, Any]:
 
     pyspark 3.5 gives plain dicts. pyspark 4's ``StreamingQueryProgress`` objects hold each source
     offset as ``str()`` of a dict, a Python repr that is not JSON; their ``json`` property is exact.
+    Over Spark Connect that JSON has no top-level ``numInputRows``: it is the sum of the sources'.
     """
     text = getattr(update, "json", None)
-    return json.loads(text) if isinstance(text, str) else dict(update)
+    described = json.loads(text) if isinstance(text, str) else dict(update)
+    if described.get("numInputRows") is None:  # Spark Connect's progress leaves the total to its sources
+        sources = described.get("sources") or []
+        described["numInputRows"] = sum(int(source.get("numInputRows") or 0) for source in sources)
+    return described
 
 
 def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs import connect, job_spec
 from airflow_iceberg.jobs.job_spec import quote_identifier
 
 if TYPE_CHECKING:
@@ -162,6 +162,8 @@ def iceberg_table(spark: SparkSession, table: str) -> Any:
 
 def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     """The snapshot id ``ref`` (a branch, ``main`` by default) points at; None if it has none yet."""
+    if connect.is_connect(spark):  # no py4j: the refs metadata table
+        return connect.ref_head(spark, table, ref)
     head = iceberg_table(spark, table).snapshot(ref)
     return int(head.snapshotId()) if head is not None else None
 
@@ -180,7 +182,11 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
     driver, newest first, so the usual cases (a retry's commit near the head, a write's own
     commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
     ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
+    Over Spark Connect (no py4j) the metadata tables answer (:func:`.connect.find_commit`).
     """
+    if connect.is_connect(spark):
+        found = connect.find_commit(spark, table, commit_id, ref)
+        return snapshot_summary(spark, table, found) if found is not None else None
     loaded = iceberg_table(spark, table)
     head = loaded.snapshot(ref)
     if head is None:
