@@ -24,6 +24,7 @@ from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader
 from tests.integration.in_process import execute
 from tests.integration.process_sampler import CommandLineSampler
 from tests.jobs.helpers import Lake, values_query, write_spec
+from tests.servers import SeaweedRestCatalog
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
@@ -295,10 +296,19 @@ def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_se
         assert sampler.matching(sentinel) == []
 
 
+@pytest.fixture
+def own_rest_catalog(tmp_path):
+    """A REST catalog of this test's own: the spark-submit story runs (``test_story_dags.py``) may
+    share this xdist worker's session catalog, and the DAGs create the same tables."""
+    with SeaweedRestCatalog(tmp_path / "seaweedfs") as server:
+        yield server
+
+
 def test_the_story_dags_over_connect_in_one_airflow_process(
-    airflow_runner, spark_connect_server, rest_catalog, tmp_path
+    airflow_runner, spark_connect_server, own_rest_catalog, tmp_path
 ):
     """EMR quickstart, Prophecy target, daily diff, incremental feed: four runs, one Airflow start."""
+    rest_catalog = own_rest_catalog
     checkpoints = tmp_path / "checkpoints"
     started = time.monotonic()
     completed = airflow_runner.dags_test(

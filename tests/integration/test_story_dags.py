@@ -2,7 +2,9 @@
 
 They run against the REST catalog on S3 (SeaweedFS, shared by the session), where most users keep
 their tables, with the runtime and iceberg-aws-bundle as local jars; pyiceberg's RestCatalog reads
-the results. The Hadoop catalog keeps its own example-DAG run (``test_example_dag.py``).
+the results. The Hadoop catalog keeps its own example-DAG run (``test_example_dag.py``). The four
+DAGs run one after another in one Airflow process (:mod:`.dag_batch`), which saves three Airflow
+start-ups; ``test_spark_connect.py`` runs the same four DAGs over Spark Connect.
 
 The FileIO is ResolvingFileIO, not S3FileIO: Iceberg's streaming source writes its initial offset
 into the (local) checkpoint folder through the table's FileIO, and S3FileIO refuses ``file:``
@@ -20,30 +22,30 @@ from tests.integration.airflow_runner import spark_connection
 from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
 
 
-@pytest.fixture
-def run_dag(airflow_runner, rest_catalog):
-    def run(dag_id: str, *extra_args: str):
-        completed = airflow_runner.airflow(
-            "dags",
-            "test",
-            dag_id,
-            "2024-01-02",
-            *extra_args,
-            connections={
-                "iceberg_catalog_default": rest_spark_connection(
-                    rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
-                ),
-                "spark_default": spark_connection(),
-            },
-        )
-        assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
-        return rest_reader(rest_catalog)
+@pytest.fixture(scope="module")
+def stories(airflow_runner, rest_catalog, tmp_path_factory):
+    """The four story DAGs, run one after another in one Airflow process; pyiceberg's reader."""
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    completed = airflow_runner.dags_test(
+        "2024-01-02",
+        "iceberg_emr_quickstart",
+        "iceberg_prophecy_target",
+        "iceberg_daily_diff",
+        f'iceberg_incremental_feed:{{"checkpoints": "{checkpoints}"}}',
+        connections={
+            "iceberg_catalog_default": rest_spark_connection(
+                rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
+            ),
+            "spark_default": spark_connection(),
+        },
+    )
+    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+    assert "Spark-Submit cmd" in completed.stdout + completed.stderr
+    return {"catalog": rest_reader(rest_catalog), "checkpoints": checkpoints}
 
-    return run
 
-
-def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_dag, airflow_runner):
-    catalog = run_dag("iceberg_emr_quickstart")
+def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(stories, airflow_runner):
+    catalog = stories["catalog"]
     sample = catalog.load_table("iceberg_db.sample")
     first, second = sample.snapshots()
     assert sorted(sample.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
@@ -58,8 +60,8 @@ def test_emr_quickstart_reads_six_rows_then_three_from_the_first_snapshot(run_da
     assert sample.scan(snapshot_id=first.snapshot_id).to_arrow().num_rows == 3
 
 
-def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
-    catalog = run_dag("iceberg_prophecy_target")
+def test_prophecy_target_merges_schema_and_replaces_one_department(stories):
+    catalog = stories["catalog"]
     employees = catalog.load_table("prophecy_doc_demo.employees_test")
     assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
     assert [(str(f.transform), f.name) for f in employees.spec().fields] == [("identity", "Department")]
@@ -81,8 +83,8 @@ def test_prophecy_target_merges_schema_and_replaces_one_department(run_dag):
     )
 
 
-def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_dag, airflow_runner):
-    catalog = run_dag("iceberg_daily_diff")
+def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(stories, airflow_runner):
+    catalog = stories["catalog"]
     orders = catalog.load_table("diff_demo.orders")
     yesterday, today = orders.snapshots()
     assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
@@ -103,11 +105,8 @@ def test_daily_diff_compares_versions_read_by_snapshot_id_and_by_timestamp(run_d
     }
 
 
-def test_incremental_feed_copies_only_new_rows_and_the_stream_resumes(
-    run_dag, airflow_runner, tmp_path_factory
-):
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
-    catalog = run_dag("iceberg_incremental_feed", "--conf", f'{{"checkpoints": "{checkpoints}"}}')
+def test_incremental_feed_copies_only_new_rows_and_the_stream_resumes(stories, airflow_runner):
+    catalog, checkpoints = stories["catalog"], stories["checkpoints"]
     events = catalog.load_table("feed.events")
     created, _batch_one, two, _batch_three = events.snapshots()
     new_events = catalog.load_table("feed.new_events").scan().to_arrow()
