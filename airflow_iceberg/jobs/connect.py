@@ -31,7 +31,8 @@ def unsupported_reason(spec: Any) -> str | None:
     ``DELETE FROM``, a create partitioned by ``truncate(W, col)`` or a quoted column, which is
     SQL CTAS) are stamped with the commit
     id through ``CommitMetadata.withCommitProperties``, a JVM thread-local that Spark Connect
-    cannot reach; orphan-file removal calls Iceberg's action API with a Python callback.
+    cannot reach; orphan-file removal under Iceberg's 24-hour floor (``allow_recent_files``) needs
+    Iceberg's action API, as the ``remove_orphan_files`` procedure refuses it.
     """
     fix = "use a spark-submit connection (conn_type 'spark') for this task"
     if isinstance(spec, (action_specs.MergeSpec, action_specs.DeleteSpec)):
@@ -46,14 +47,18 @@ def unsupported_reason(spec: Any) -> str | None:
             "spark-submit only: it is SQL CREATE TABLE AS "
             f"SELECT, tagged through Iceberg's JVM-side CommitMetadata; {fix}"
         )
-    if isinstance(spec, job_spec.OrphanFilesSpec):
-        return f"orphan-file removal is spark-submit only: it calls Iceberg's Java action API; {fix}"
+    if isinstance(spec, job_spec.OrphanFilesSpec) and spec.allow_recent_files:
+        return (
+            "orphan-file removal with allow_recent_files is spark-submit only: over Spark Connect it "
+            f"runs Iceberg's remove_orphan_files procedure, which refuses files under 24 hours old; {fix}"
+        )
     return None
 
 
 def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     """The snapshot id branch ``ref`` points at, from the ``refs`` metadata table."""
     from pyspark.sql import functions as F  # imported here: the operators import unsupported_reason
+
     rows = (
         spark.table(f"{job_spec.quote_identifier(table)}.refs")
         .where((F.col("name") == ref) & (F.col("type") == "BRANCH"))

@@ -12,6 +12,7 @@ pyiceberg, reading the metadata files, checks every result.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -96,11 +97,37 @@ def test_jvm_only_features_are_refused_by_the_job_before_anything_runs(connect_l
 
     spark, lake = connect_lake
     truncate = write_spec(table, "create", ROWS, partition_by=["truncate(2, name)"])
-    for spec in (truncate, OrphanFilesSpec(table=table).validated()):
+    recent = OrphanFilesSpec(table=table, older_than=int(time.time() * 1000), allow_recent_files=True)
+    for spec in (truncate, recent.validated()):
         result_file = tmp_path / f"{type(spec).__name__}.json"
         assert run_job(spark, JobRequest(spec=spec, result_file=str(result_file))) == 1
         assert "spark-submit only" in json.loads(result_file.read_text())["error"]
     assert not lake.exists(table)
+
+
+def test_orphan_files_older_than_a_day_are_found_then_removed_by_the_procedure(connect_lake, table):
+    """Over Connect, orphan removal is Iceberg's ``remove_orphan_files`` procedure (24-hour floor)."""
+    from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
+    from airflow_iceberg.jobs.maintenance import remove_orphan_files
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    state = lake.state(table)
+    data_dir = lake._metadata_dir(table).parent / "data"
+    stray = data_dir / "00000-killed-write.parquet"  # what a write killed before its commit leaves
+    stray.write_bytes(next(data_dir.glob("*.parquet")).read_bytes())
+    three_days_ago = time.time() - 3 * 86400
+    os.utime(stray, (three_days_ago, three_days_ago))
+    cutoff = int((time.time() - 2 * 86400) * 1000)
+
+    found = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff).validated())
+    assert found["orphan_file_count"] == 1 and found["orphan_files"][0].endswith(stray.name)
+    assert stray.exists()
+    removed = remove_orphan_files(spark, OrphanFilesSpec(table, older_than=cutoff, dry_run=False).validated())
+    assert removed["orphan_file_count"] == 1 and not stray.exists()
+    assert lake.state(table) == state
+    assert lake.ids(table) == [1, 2]
 
 
 def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect_lake, table):

@@ -5,7 +5,9 @@ branch, the check passes, main is fast-forwarded to the merge's snapshot, the br
 and the snapshot tagged. A second run takes the failure path cheaply: the table is kept (its
 create task is marked successful without running) and the check is given a threshold no branch
 meets, so the merge and audit run, the check fails, and publish never runs: main is untouched.
-Then the daily maintenance example DAG compacts yesterday's partition of the same table.
+Then the maintenance example DAGs look after the same table over Spark Connect (the merges above
+are spark-submit only; upkeep runs in both modes): the daily one compacts yesterday's partition,
+the weekly one expires snapshots, rewrites manifests and removes a planted orphan file.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ DAG_ID = "iceberg_write_audit_publish"
 
 
 @pytest.fixture(scope="module")
-def wap(airflow_runner, tmp_path_factory):
+def wap(airflow_runner, spark_connect_server, tmp_path_factory):
     """Run the success story, then the failing audit; return what each left behind."""
     warehouse = tmp_path_factory.mktemp("wap_warehouse")
     connections = {
@@ -44,10 +46,25 @@ def wap(airflow_runner, tmp_path_factory):
         "2024-01-03", "-c", json.dumps({"max_bad_rows": -1}), "--mark-success-pattern", "create_orders"
     )
     after_failure = load_table(warehouse, "wap_demo.orders")
+    # The maintenance DAG runs over Spark Connect: the same DAG file, only spark_default differs.
+    # (Its spark-submit path is the operators' common one; its orphan-file action runs through
+    # spark-submit in test_retries_and_kills.py.)
+    over_connect = {**connections, "spark_default": spark_connect_server.connection()}
     maintenance = airflow_runner.airflow(
-        "dags", "test", "iceberg_maintenance_daily", "2024-01-02", connections=connections
+        "dags", "test", "iceberg_maintenance_daily", "2024-01-02", connections=over_connect
     )
-    assert maintenance.returncode == 0, (maintenance.stdout + maintenance.stderr)[-5000:]
+    output = maintenance.stdout + maintenance.stderr
+    assert maintenance.returncode == 0, output[-5000:]
+    assert "Spark-Submit cmd" not in output
+    # The weekly upkeep, also over Connect, dated so that every file is past its three-day cutoff:
+    # a stray data file (what a killed write leaves) must go, and every row must stay.
+    data_dir = warehouse / "wap_demo" / "orders" / "data"
+    stray = next(data_dir.rglob("*.parquet")).with_name("00000-killed-write.parquet")
+    stray.write_bytes(next(data_dir.rglob("*.parquet")).read_bytes())
+    weekly = airflow_runner.airflow(
+        "dags", "test", "iceberg_maintenance_weekly", "2030-01-07", connections=over_connect
+    )
+    assert weekly.returncode == 0, (weekly.stdout + weekly.stderr)[-5000:]
     return {
         "published": published,
         "xcoms": xcoms,
@@ -56,6 +73,9 @@ def wap(airflow_runner, tmp_path_factory):
         "failed_run_states": _task_states(airflow_runner, "2024-01-03"),
         "compacted": load_table(warehouse, "wap_demo.orders"),
         "compaction": airflow_runner.xcom("iceberg_maintenance_daily", "compact_yesterday"),
+        "orphans": airflow_runner.xcom("iceberg_maintenance_weekly", "remove_orphan_files"),
+        "stray": stray,
+        "after_weekly": load_table(warehouse, "wap_demo.orders"),
     }
 
 
@@ -146,3 +166,13 @@ def test_daily_maintenance_compacts_yesterdays_partition_and_keeps_every_row(wap
         1,
     )
     assert compaction["snapshot_id"] == after.metadata.refs["main"].snapshot_id
+
+
+def test_weekly_upkeep_over_connect_removes_the_stray_file_and_keeps_every_row(wap):
+    """Expiry, manifest rewrite and the orphan-file procedure, under real Airflow, over Connect."""
+    orphans, stray = wap["orphans"], wap["stray"]
+    assert orphans["dry_run"] is False
+    assert any(path.endswith(stray.name) for path in orphans["orphan_files"])
+    assert not stray.exists()
+    assert _rows(wap["after_weekly"]) == _rows(wap["compacted"])
+    assert orphans["snapshot_id"] == wap["after_weekly"].metadata.refs["main"].snapshot_id
