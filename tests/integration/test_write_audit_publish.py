@@ -13,7 +13,10 @@ the weekly one expires snapshots, rewrites manifests and removes a planted orpha
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -56,13 +59,18 @@ def wap(airflow_runner, spark_connect_server, tmp_path_factory):
     output = maintenance.stdout + maintenance.stderr
     assert maintenance.returncode == 0, output[-5000:]
     assert "Spark-Submit cmd" not in output
-    # The weekly upkeep, also over Connect, dated so that every file is past its three-day cutoff:
-    # a stray data file (what a killed write leaves) must go, and every row must stay.
+    compacted = load_table(warehouse, "wap_demo.orders")
+    # The weekly upkeep, also over Connect, run today: a stray data file (what a killed write
+    # leaves) dated ten days back is past the DAG's three-day cutoff and must go; every row stays.
+    # (The table's own files are minutes old, and a cutoff under a day ago is refused.)
     data_dir = warehouse / "wap_demo" / "orders" / "data"
     stray = next(data_dir.rglob("*.parquet")).with_name("00000-killed-write.parquet")
     stray.write_bytes(next(data_dir.rglob("*.parquet")).read_bytes())
+    ten_days_ago = time.time() - 10 * 86400
+    os.utime(stray, (ten_days_ago, ten_days_ago))
+    today = datetime.now(timezone.utc).date().isoformat()
     weekly = airflow_runner.airflow(
-        "dags", "test", "iceberg_maintenance_weekly", "2030-01-07", connections=over_connect
+        "dags", "test", "iceberg_maintenance_weekly", today, connections=over_connect
     )
     assert weekly.returncode == 0, (weekly.stdout + weekly.stderr)[-5000:]
     return {
@@ -71,7 +79,7 @@ def wap(airflow_runner, spark_connect_server, tmp_path_factory):
         "failure": failure,
         "after_failure": after_failure,
         "failed_run_states": _task_states(airflow_runner, "2024-01-03"),
-        "compacted": load_table(warehouse, "wap_demo.orders"),
+        "compacted": compacted,
         "compaction": airflow_runner.xcom("iceberg_maintenance_daily", "compact_yesterday"),
         "orphans": airflow_runner.xcom("iceberg_maintenance_weekly", "remove_orphan_files"),
         "stray": stray,
