@@ -21,7 +21,7 @@ class Row:
 
 @dataclass
 class Section:
-    """One of the four comparisons."""
+    """One comparison of `make bench`."""
 
     number: int
     title: str

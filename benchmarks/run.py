@@ -1,4 +1,4 @@
-"""``make bench``: run the four comparisons, print the summary table, write benchmarks/RESULTS.md.
+"""``make bench``: run the comparisons, print the summary table, write benchmarks/RESULTS.md.
 
     python -m benchmarks.run [--repetitions N] [--quick] [--only 1,3]
 
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import history, machine, overhead, parse_cost, throughput
+from benchmarks import history, machine, overhead, parse_cost, story, throughput
 from benchmarks.report import console_table, markdown
 from benchmarks.results import Section
 from benchmarks.stats import median
@@ -34,7 +34,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="one repetition, 1M rows only, 10 and 100 snapshots: a smoke run, not a result",
     )
-    parser.add_argument("--only", default="1,2,3,4", help="comma-separated comparisons to run (default all)")
+    parser.add_argument(
+        "--only", default="1,2,3,4,5", help="comma-separated comparisons to run (default all)"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (markdown)")
     return parser.parse_args(argv)
 
@@ -54,6 +56,8 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
         sections.append(throughput.summarize(throughput.run(ws, reps, sizes), sizes, task_cost))
     if 4 in only:
         sections.append(history.run(ws, reps, histories))
+    if 5 in only:
+        sections.append(story.run(ws, reps))
     return sections
 
 
