@@ -11,6 +11,7 @@ family: the job reports them as one clear line and exits 1, having written nothi
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,7 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
         snapshot = loaded.snapshot(int(snapshot_id))
         if snapshot is None:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
-        return describe_java_snapshot(snapshot)
+        return describe_java_snapshot(spark, snapshot)
     rows = spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).collect()
     if not rows:
         raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
@@ -212,7 +213,7 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
             return None
         snapshot = ancestors.next()
         if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
-            return describe_java_snapshot(snapshot)
+            return describe_java_snapshot(spark, snapshot)
     if not ancestors.hasNext():
         return None
     tagged = (
@@ -224,22 +225,29 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
     )
     for row in tagged:
         if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
-            return describe_java_snapshot(loaded.snapshot(int(row.snapshot_id)))
+            return describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
     return None
 
 
-def describe_java_snapshot(snapshot: Any) -> dict[str, Any]:
-    """Describe an Iceberg Java ``Snapshot`` like :func:`snapshot_summary` describes a metadata-table row."""
-    millis = int(snapshot.timestampMillis())
+def describe_java_snapshot(spark: SparkSession, snapshot: Any) -> dict[str, Any]:
+    """Describe an Iceberg Java ``Snapshot`` like :func:`snapshot_summary` describes a metadata-table row.
+
+    The snapshot comes over as one JSON text (Iceberg's ``SnapshotParser``, the form metadata.json
+    holds it in) rather than field by field: walking its summary map through py4j costs two
+    round trips per entry.
+    """
+    data = json.loads(spark.sparkContext._jvm.org.apache.iceberg.SnapshotParser.toJson(snapshot))
+    millis = int(data["timestamp-ms"])
     committed_at = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(
         microsecond=millis % 1000 * 1000
     )
-    parent = snapshot.parentId()
-    summary = {str(key): str(value) for key, value in dict(snapshot.summary()).items()}
+    summary = {str(key): str(value) for key, value in data.get("summary", {}).items()}
+    operation = summary.pop("operation", None)  # metadata.json keeps it among the summary entries
+    parent = data.get("parent-snapshot-id")
     described: dict[str, Any] = {
-        "snapshot_id": int(snapshot.snapshotId()),
+        "snapshot_id": int(data["snapshot-id"]),
         "parent_snapshot_id": int(parent) if parent is not None else None,
-        "operation": snapshot.operation(),
+        "operation": operation,
         "committed_at": committed_at.isoformat(),
         "summary": summary,
     }

@@ -100,3 +100,18 @@ with DAG(
             conf=PEER_CONF,
             jars="{{ params.runtime_jar }}",
         )
+
+with DAG(
+    dag_id="airflow_iceberg_bench_noop_story",
+    description="Four empty tasks in a row: what `airflow dags test` of a four-step DAG costs by itself",
+    schedule=None,
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["benchmark"],
+) as noop_story:
+    (
+        PythonOperator(task_id="first_batch", python_callable=do_nothing)
+        >> PythonOperator(task_id="second_batch", python_callable=do_nothing)
+        >> PythonOperator(task_id="read_all", python_callable=do_nothing)
+        >> PythonOperator(task_id="read_first_snapshot", python_callable=do_nothing)
+    )
