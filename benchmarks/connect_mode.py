@@ -6,7 +6,8 @@ use Spark 4.0 and its Iceberg runtime, so the comparison is of the modes, not of
 the spark-submit side runs Spark 4.0's spark-submit (``SPARK_LINE=4.0``), and the server is
 Spark 4.0.5's ``SparkConnectServer`` on ``local[2]`` with the same spark-defaults.conf
 (:class:`tests.servers.spark_connect.SparkConnectServer`). The server is started once and
-warmed with one untimed run of each task: being long-running and warm is the point of the mode.
+warmed with one untimed run of each kind of task (the four steps, a 1,000-row append): being
+long-running and warm is the point of the mode.
 
 Sides, interleaved (Connect, spark-submit; the order flips every repetition), each mode on its
 own table:
@@ -15,8 +16,9 @@ own table:
 - a single 1,000-row append; a 10,000,000-row append (:mod:`benchmarks.workload`);
 - the whole example DAG, ``airflow dags test iceberg_emr_quickstart``, checked through its XComs
   (6 rows, then 3);
-- Airflow's fixed cost of each: ``airflow tasks test`` of an empty task and ``airflow dags test``
-  of a DAG of four empty tasks, for the "without Airflow" rows.
+- Airflow's fixed cost, once per repetition (no Spark in it, so no mode): ``airflow tasks test``
+  of an empty task and ``airflow dags test`` of a DAG of four empty tasks, for the rows
+  "without Airflow's fixed cost".
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ STEPS = {
     "read": ("story_read", 6),
     "read_snapshot": ("story_read_snapshot", 3),
 }
+#: Run once in Connect mode before the timed repetitions: the server's first task of each kind.
+WARM_UP = ("step_create", "step_append", "step_read", "step_read_snapshot", f"append_{1_000}")
+#: Arms that do not depend on the mode (Airflow's own cost): run once per repetition.
+SHARED = ("airflow_noop_task", "airflow_noop_dag")
 LARGE = 10_000_000
 SMALL = 1_000
 #: What the Spark 4.0 line changes in the environment (scripts/local_env.sh with SPARK_LINE=4.0).
@@ -93,6 +99,10 @@ class Modes:
         }
         self.tables = {mode: f"iceberg_db.mode_{mode}" for mode in MODES}
 
+    def rows_table(self, mode: str) -> str:
+        """The table the 1,000- and 10,000,000-row appends of ``mode`` go to."""
+        return f"{self.tables[mode]}_rows"
+
     def task(self, mode: str, task_id: str, **params: object):
         return self.ws.run_task(task_id, env=self.env, connections=self.connections[mode], **params)
 
@@ -119,14 +129,17 @@ def run(ws: BenchWorkspace, repetitions: int, sizes: tuple[int, ...] = (SMALL, L
     print("==> #6 Spark Connect mode vs spark-submit mode (Spark 4.0 both)", file=sys.stderr)
     with SparkConnectServer(ws.root / "spark-connect") as server:
         modes = Modes(ws, server.connection())
+        named = arms(modes, sizes)
+        for mode in MODES:  # the appends' tables, untimed
+            modes.task(mode, "create_table", table=modes.rows_table(mode), source_query=rows_query(0))
+        for name in WARM_UP:  # the server's first task of each kind, untimed
+            named[name]("connect")
         samples: dict[str, list[float]] = {}
-        for repetition in range(0, repetitions + 1):  # repetition 0 warms up, untimed
+        for repetition in range(1, repetitions + 1):
             order = MODES if repetition % 2 else MODES[::-1]
-            for name, arm in arms(modes, sizes).items():
-                for mode in order:
+            for name, arm in named.items():
+                for mode in order[:1] if name in SHARED else order:
                     seconds, cpu = arm(mode)
-                    if repetition == 0:
-                        continue
                     samples.setdefault(f"{mode}_{name}", []).append(seconds)
                     samples.setdefault(f"{mode}_{name}_cpu", []).append(cpu)
                     print(
@@ -159,17 +172,11 @@ def arms(modes: Modes, sizes: tuple[int, ...]) -> dict:
     def append(rows: int):
         def run_append(mode: str) -> tuple[float, float]:
             task = modes.task(
-                mode, "append_rows", table=f"{modes.tables[mode]}_rows", source_query=rows_query(rows)
+                mode, "append_rows", table=modes.rows_table(mode), source_query=rows_query(rows)
             )
             return task.seconds, task.cpu_seconds
 
         return run_append
-
-    def create_rows_table(mode: str) -> tuple[float, float]:
-        task = modes.task(
-            mode, "create_table", table=f"{modes.tables[mode]}_rows", source_query=rows_query(0)
-        )
-        return task.seconds, task.cpu_seconds
 
     def example_dag(mode: str) -> tuple[float, float]:
         result = modes.dag(mode, EXAMPLE_DAG, REPO / "dags")
@@ -182,7 +189,6 @@ def arms(modes: Modes, sizes: tuple[int, ...]) -> dict:
         return result
 
     named = {f"step_{name}": step(name, task_id, rows) for name, (task_id, rows) in STEPS.items()}
-    named["create_rows_table"] = create_rows_table
     named.update({f"append_{rows}": append(rows) for rows in sizes})
     named["airflow_noop_task"] = lambda mode: _noop_task(modes, mode)
     named["example_dag"] = example_dag
@@ -209,9 +215,8 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Sectio
         "spark-submit mode",
         samples=samples,
     )
-    noop_task = {mode: median(samples[f"{mode}_airflow_noop_task"]) for mode in MODES}
-    noop_dag = {mode: median(samples[f"{mode}_airflow_noop_dag"]) for mode in MODES}
-    fixed_task, fixed_dag = median(list(noop_task.values())), median(list(noop_dag.values()))
+    fixed_task = median(_shared(samples, "airflow_noop_task"))
+    fixed_dag = median(_shared(samples, "airflow_noop_dag"))
     small = [f"step_{name}" for name in STEPS] + [f"append_{rows}" for rows in sizes if rows < LARGE]
     for name in small:
         section.rows += speedup_rows(samples, name, SMALL_TARGET, fixed_task, "task")
@@ -259,6 +264,11 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Sectio
         "of four empty tasks, measured interleaved in both modes) from both sides.",
     ]
     return section
+
+
+def _shared(samples: dict[str, list[float]], name: str) -> list[float]:
+    """The samples of a mode-independent arm, whichever mode's environment it ran in."""
+    return [value for mode in MODES for value in samples.get(f"{mode}_{name}", [])]
 
 
 def speedup_rows(
