@@ -135,11 +135,19 @@ def run(ws: BenchWorkspace, repetitions: int, sizes: tuple[int, ...] = (SMALL, L
         for name in WARM_UP:  # the server's first task of each kind, untimed
             named[name]("connect")
         samples: dict[str, list[float]] = {}
+        failures: list[str] = []
         for repetition in range(1, repetitions + 1):
             order = MODES if repetition % 2 else MODES[::-1]
             for name, arm in named.items():
                 for mode in order[:1] if name in SHARED else order:
-                    seconds, cpu = arm(mode)
+                    try:
+                        seconds, cpu = arm(mode)
+                    except RuntimeError as error:  # reported, and the other arms still measured
+                        failures.append(
+                            f"{mode} {name} (repetition {repetition}): {str(error).splitlines()[0]}"
+                        )
+                        print(f"    FAILED {failures[-1]}", file=sys.stderr, flush=True)
+                        continue
                     samples.setdefault(f"{mode}_{name}", []).append(seconds)
                     samples.setdefault(f"{mode}_{name}_cpu", []).append(cpu)
                     print(
@@ -147,7 +155,7 @@ def run(ws: BenchWorkspace, repetitions: int, sizes: tuple[int, ...] = (SMALL, L
                         file=sys.stderr,
                         flush=True,
                     )
-    return summarize(samples, sizes)
+    return summarize(samples, sizes, failures)
 
 
 def arms(modes: Modes, sizes: tuple[int, ...]) -> dict:
@@ -207,7 +215,7 @@ def _snapshot_id(output: str) -> str:
     return _SNAPSHOT_ID.findall(output)[-1]
 
 
-def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Section:
+def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...], failures: list[str] = ()) -> Section:
     section = Section(
         6,
         "Spark Connect mode vs spark-submit mode (Spark 4.0 both)",
@@ -215,13 +223,20 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Sectio
         "spark-submit mode",
         samples=samples,
     )
-    fixed_task = median(_shared(samples, "airflow_noop_task"))
-    fixed_dag = median(_shared(samples, "airflow_noop_dag"))
+    fixed_task = median(_shared(samples, "airflow_noop_task") or [0.0])
+    fixed_dag = median(_shared(samples, "airflow_noop_dag") or [0.0])
     small = [f"step_{name}" for name in STEPS] + [f"append_{rows}" for rows in sizes if rows < LARGE]
-    for name in small:
-        section.rows += speedup_rows(samples, name, SMALL_TARGET, fixed_task, "task")
-    section.rows += speedup_rows(samples, "example_dag", DAG_TARGET, fixed_dag, "DAG")
-    if LARGE in sizes:
+    measured = [name for name in [*small, "example_dag"] if _both(samples, name)]
+    for name in measured:
+        dag = name == "example_dag"
+        section.rows += speedup_rows(
+            samples,
+            name,
+            DAG_TARGET if dag else SMALL_TARGET,
+            fixed_dag if dag else fixed_task,
+            "DAG" if dag else "task",
+        )
+    if _both(samples, f"append_{LARGE}"):
         connect, submit = (
             median(samples[f"connect_append_{LARGE}"]),
             median(samples[f"submit_append_{LARGE}"]),
@@ -248,12 +263,12 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Sectio
     section.rows.append(
         Row("Airflow's fixed cost: `airflow dags test` of a DAG of four empty tasks", fmt(fixed_dag))
     )
-    for name, target, fixed, unit in [(n, SMALL_TARGET, fixed_task, "task") for n in small] + [
-        ("example_dag", DAG_TARGET, fixed_dag, "DAG")
-    ]:
+    for name in measured:
+        dag = name == "example_dag"
+        target, fixed = (DAG_TARGET, fixed_dag) if dag else (SMALL_TARGET, fixed_task)
         connect, submit = median(samples[f"connect_{name}"]), median(samples[f"submit_{name}"])
         if submit / connect < target:
-            section.misses.append(miss_cause(name, connect, submit, target, fixed, unit))
+            section.misses.append(miss_cause(name, connect, submit, target, fixed, "DAG" if dag else "task"))
     section.notes = [
         "Ratio = spark-submit mode's time ÷ Connect mode's time (higher is better for Connect).",
         "Both modes: the same operators and job, Spark 4.0.5 with iceberg-spark-runtime-4.0_2.13-1.10.2, "
@@ -261,9 +276,14 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...]) -> Sectio
         "The Connect server is started once for the comparison and warmed by one untimed run of every "
         "arm; its CPU is not in the Connect side's CPU figures (it is not a process of the task).",
         "The rows 'without Airflow' subtract the median of Airflow's fixed cost (an empty task, or a DAG "
-        "of four empty tasks, measured interleaved in both modes) from both sides.",
+        "of four empty tasks, measured once per repetition) from both sides.",
+        *(f"Failed, not measured: {failure}" for failure in failures),
     ]
     return section
+
+
+def _both(samples: dict[str, list[float]], name: str) -> bool:
+    return all(samples.get(f"{mode}_{name}") for mode in MODES)
 
 
 def _shared(samples: dict[str, list[float]], name: str) -> list[float]:
