@@ -34,6 +34,8 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg.jobs.job_spec import split_identifier
+
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
@@ -66,8 +68,12 @@ _GLUE_ENDPOINT_KEYS = ("glue.endpoint",)
 
 
 def split_table(identifier: str, catalog_names: Sequence[str] = ()) -> tuple[str | None, list[str]]:
-    """Split ``[catalog.]namespace...table`` into the catalog alias (if it names one) and the rest."""
-    parts = [part for part in identifier.split(".") if part]
+    """Split ``[catalog.]namespace...table`` into the catalog alias (if it names one) and the rest.
+
+    Parts are read like the job reads them (bare or in backticks, see
+    :func:`airflow_iceberg.jobs.job_spec.split_identifier`) and come back unquoted.
+    """
+    parts = list(split_identifier(identifier))
     if len(parts) > 1 and parts[0] in catalog_names:
         return parts[0], parts[1:]
     return None, parts
@@ -250,8 +256,10 @@ def parse_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
 def asset_dataset_name(uri: str) -> tuple[str, str]:
     """OpenLineage (namespace, name) for an asset URI: by location for Hadoop, else by catalog."""
     kind, parts, identity = parse_uri(uri)
-    if kind == "hadoop":
-        return location_dataset_name(identity["warehouse"].rstrip("/") + "/" + "/".join(parts))
+    if kind == "hadoop":  # the parts are joined after parsing: a name may hold '?', '#' or '%'
+        namespace, base = location_dataset_name(identity["warehouse"])
+        name = "/".join([base.rstrip("/"), *parts])
+        return namespace, name if namespace == "file" else name.lstrip("/")
     return catalog_symlink(kind, parts, identity)
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.config import CatalogConfig, field_error
 from airflow_iceberg.catalog.spark_settings import catalog_properties
+from airflow_iceberg.jobs.job_spec import split_identifier
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -74,7 +75,7 @@ def load_table(config: CatalogConfig, table: str) -> Table:
 
     Raises pyiceberg's ``NoSuchTableError`` if it does not exist.
     """
-    parts = table.split(".")
+    parts = list(split_identifier(table))  # bare or backtick-quoted parts, as the job reads them
     if len(parts) > 2 and parts[0] == config.catalog_name:
         parts = parts[1:]
     properties = pyiceberg_properties(config)

@@ -26,6 +26,8 @@ from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.job_spec import (
     InvalidSpecError,
     Source,
+    parse_column,
+    quote_column,
     validate_name,
     validate_options,
     validate_table_identifier,
@@ -43,12 +45,14 @@ TARGET_ALIAS, SOURCE_ALIAS = "t", "s"
 REWRITE_STRATEGIES = ("binpack", "sort")
 #: Iceberg's safety floor for removing orphan files: younger files may belong to a running write.
 ORPHAN_SAFETY_FLOOR_MS = 24 * 60 * 60 * 1000
+_COLUMN = job_spec._COLUMN
 _SORT_TERM_RE = re.compile(
-    r"^\s*[A-Za-z_][A-Za-z0-9_]*(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?\s*\Z", re.IGNORECASE
+    rf"^\s*(?P<column>{_COLUMN})(?P<order>(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?)\s*\Z", re.IGNORECASE
 )
 _ZORDER_RE = re.compile(
-    r"^\s*zorder\s*\(\s*[A-Za-z_][A-Za-z0-9_]*(\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*\s*\)\s*\Z", re.IGNORECASE
+    rf"^\s*zorder\s*\(\s*(?P<columns>({_COLUMN})(\s*,\s*({_COLUMN}))*)\s*\)\s*\Z", re.IGNORECASE
 )
+_COLUMN_RE = re.compile(_COLUMN)
 #: Rewrite options Iceberg parses as numbers or booleans (checked so a typo fails before Spark).
 _REWRITE_INTEGER_OPTIONS = frozenset(
     {
@@ -170,7 +174,7 @@ class MergeClause:
                 "source row to copy with UPDATE SET *"
             )
         for column, expression in self.assignments.items():
-            validate_name(column, "merge clause column")
+            parse_column(column, "merge clause column")
             validate_expression(expression, f"merge clause value of {column!r}")
         return dataclasses.replace(self, assignments={k: str(v) for k, v in self.assignments.items()})
 
@@ -210,12 +214,13 @@ class MergeClause:
             if not self.assignments:
                 return f"{head} THEN UPDATE SET *"
             return f"{head} THEN UPDATE SET " + ", ".join(
-                f"{TARGET_ALIAS}.{column} = {expression}" for column, expression in self.assignments.items()
+                f"{TARGET_ALIAS}.{quote_column(column)} = {expression}"
+                for column, expression in self.assignments.items()
             )
         if not self.assignments:
             return f"{head} THEN INSERT *"
         return (
-            f"{head} THEN INSERT ({', '.join(self.assignments)}) "
+            f"{head} THEN INSERT ({', '.join(quote_column(column) for column in self.assignments)}) "
             f"VALUES ({', '.join(self.assignments.values())})"
         )
 
@@ -267,7 +272,7 @@ class MergeSpec(ActionSpec):
         if bool(self.keys) == (self.on is not None):
             raise InvalidSpecError("merge: give exactly one of keys (key columns) or on (a match condition)")
         for key in self.keys:
-            validate_name(key, "merge key column")
+            parse_column(key, "merge key column")
         if self.on is not None:
             validate_expression(self.on, "merge condition 'on'")
         clauses = tuple(MergeClause.from_mapping(c).validated() for c in self.clauses) or UPSERT_CLAUSES
@@ -281,7 +286,8 @@ class MergeSpec(ActionSpec):
     def match_condition(self) -> str:
         if self.on is not None:
             return self.on
-        return " AND ".join(f"{TARGET_ALIAS}.{key} = {SOURCE_ALIAS}.{key}" for key in self.keys)
+        quoted = [quote_column(key) for key in self.keys]
+        return " AND ".join(f"{TARGET_ALIAS}.{key} = {SOURCE_ALIAS}.{key}" for key in quoted)
 
     def to_argv(self) -> list[str]:
         argv = [*super().to_argv(), *job_spec._source_argv(self.source)]
@@ -541,13 +547,49 @@ class RewriteDataFilesSpec(ActionSpec):
 
 
 def _validate_sort_order(sort_order: str) -> None:
-    if _ZORDER_RE.match(sort_order):
-        return
-    terms = sort_order.split(",")
-    if not all(_SORT_TERM_RE.match(term) for term in terms):
-        raise InvalidSpecError(
-            f"sort_order {sort_order!r} must be 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(c1, c2)'"
-        )
+    quoted_sort_order(sort_order)
+
+
+def quoted_sort_order(sort_order: str) -> str:
+    """The sort order with every column in backticks, as Iceberg's sort-order parser reads it.
+
+    Columns are written bare or in backticks, like every name (:func:`~.job_spec.split_identifier`).
+    """
+    try:
+        zorder = _ZORDER_RE.match(sort_order) if not job_spec._CONTROL_RE.search(sort_order) else None
+        if zorder:
+            columns = _COLUMN_RE.findall(zorder.group("columns"))
+            return (
+                "zorder(" + ", ".join(quote_column(column, "sort_order column") for column in columns) + ")"
+            )
+        terms = [_SORT_TERM_RE.match(term) for term in _split_terms(sort_order)]
+        if terms and all(terms) and not job_spec._CONTROL_RE.search(sort_order):
+            return ", ".join(_quoted_sort_term(term) for term in terms if term)
+    except InvalidSpecError as error:
+        raise InvalidSpecError(f"sort_order {sort_order!r}: {error}") from None
+    raise InvalidSpecError(
+        f"sort_order {sort_order!r} must be 'col [ASC|DESC] [NULLS FIRST|LAST], ...' or 'zorder(c1, c2)' "
+        "(a column name holding spaces, dots, quotes, commas or brackets goes in backticks)"
+    )
+
+
+def _quoted_sort_term(term: re.Match[str]) -> str:
+    order = " ".join(term.group("order").split())
+    return quote_column(term.group("column"), "sort_order column") + (f" {order}" if order else "")
+
+
+def _split_terms(sort_order: str) -> list[str]:
+    """Split on the commas outside backticks (a doubled backtick toggles twice, so it stays inside)."""
+    terms, current, quoted = [], [], False
+    for char in sort_order:
+        if char == "`":
+            quoted = not quoted
+        if char == "," and not quoted:
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    return [*terms, "".join(current)]
 
 
 @dataclass(frozen=True)

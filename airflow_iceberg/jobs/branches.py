@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs.job_spec import quote_identifier, quote_name, split_identifier
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
@@ -30,8 +31,10 @@ class PublishError(TableStateError):
 
 
 def branch_identifier(table: str, branch: str | None) -> str:
-    """The identifier Spark writes to: ``table.branch_<name>`` for a branch, else the table (``main``)."""
-    return f"{table}.branch_{branch}" if branch else table
+    """The quoted identifier Spark writes to: ``table.branch_<name>`` for a branch, else the table."""
+    return (
+        f"{quote_identifier(table)}.{quote_name(f'branch_{branch}')}" if branch else quote_identifier(table)
+    )
 
 
 @contextmanager
@@ -49,7 +52,7 @@ def branch_for_commit(spark: SparkSession, table: str, branch: str | None) -> It
         yield
     except BaseException:
         if created_at is not None and ref_snapshot_id(spark, table, branch, "BRANCH") == created_at:
-            spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {branch}")
+            spark.sql(f"ALTER TABLE {quote_identifier(table)} DROP BRANCH IF EXISTS {branch}")
         raise
 
 
@@ -65,7 +68,7 @@ def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
         raise SnapshotNotFoundError(
             f"table {table} has no snapshot on main to branch {branch!r} from: write to main first"
         )
-    spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {branch}")
+    spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE BRANCH IF NOT EXISTS {branch}")
     print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
     return ref_snapshot_id(spark, table, branch, "BRANCH")
 
@@ -73,14 +76,24 @@ def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
 def procedure_call(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> list[Any]:
     """``CALL <catalog>.system.<procedure>(table => '<ns.table>', ...)``; returns the output rows.
 
-    ``arguments`` values are SQL literals the caller built from validated input.
+    The procedure parses its ``table`` string as a multipart identifier, so the string holds the
+    quoted parts (```sales-eu`.`Orders```), itself escaped as a SQL string literal. ``arguments``
+    values are SQL literals the caller built from validated input.
     """
-    parts = table.split(".")
-    catalog, name = (
-        (parts[0], ".".join(parts[1:])) if len(parts) > 2 else (spark.catalog.currentCatalog(), table)
+    parts = split_identifier(table)
+    catalog, name = (parts[0], parts[1:]) if len(parts) > 2 else (spark.catalog.currentCatalog(), parts)
+    named = ", ".join(
+        [
+            f"table => {sql_string(quote_identifier(name))}",
+            *(f"{key} => {value}" for key, value in arguments.items()),
+        ]
     )
-    named = ", ".join([f"table => '{name}'", *(f"{key} => {value}" for key, value in arguments.items())])
-    return spark.sql(f"CALL {catalog}.system.{procedure}({named})").collect()
+    return spark.sql(f"CALL {quote_name(catalog)}.system.{procedure}({named})").collect()
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal holding ``value`` exactly."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def publish_branch(spark: SparkSession, spec: action_specs.PublishSpec) -> dict[str, Any]:
@@ -110,7 +123,7 @@ def publish_branch(spark: SparkSession, spec: action_specs.PublishSpec) -> dict[
             f"{spec.branch}'s {head}). {spec.target_branch} is unchanged; rebuild the branch from it"
         ) from None
     if spec.drop_branch:
-        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {spec.branch}")
+        spark.sql(f"ALTER TABLE {quote_identifier(table)} DROP BRANCH IF EXISTS {spec.branch}")
     return {
         "table": table,
         "branch": spec.branch,
@@ -133,7 +146,7 @@ def tag_snapshot(spark: SparkSession, spec: action_specs.TagSpec) -> dict[str, A
     if not snapshot_exists(spark, table, snapshot_id):
         raise SnapshotNotFoundError(f"snapshot_id {snapshot_id} is not a snapshot of table {table}")
     verb = "CREATE OR REPLACE TAG" if spec.replace else "CREATE TAG"
-    sql = f"ALTER TABLE {table} {verb} {spec.tag} AS OF VERSION {int(snapshot_id)}"
+    sql = f"ALTER TABLE {quote_identifier(table)} {verb} {spec.tag} AS OF VERSION {int(snapshot_id)}"
     if spec.retain_days is not None:
         sql += f" RETAIN {int(spec.retain_days)} DAYS"
     spark.sql(sql)

@@ -11,8 +11,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pyspark.java_gateway import ensure_callback_server_started
-
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
 from airflow_iceberg.jobs.table_state import find_commit, table_exists
@@ -95,6 +93,8 @@ def with_commit_properties(
     if not properties:
         action()
         return
+    from pyspark.java_gateway import ensure_callback_server_started  # py4j: absent from pyspark-client
+
     context = spark.sparkContext
     ensure_callback_server_started(context._gateway)
     java_properties = context._jvm.java.util.HashMap()

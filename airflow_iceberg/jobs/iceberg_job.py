@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from airflow_iceberg.jobs import action_specs, job_spec, upkeep
+from airflow_iceberg.jobs import action_specs, connect, job_spec, upkeep
 from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
 from airflow_iceberg.jobs.lineage import describe_tables, tables_of
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
@@ -138,6 +138,9 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     Anything else is reported too, then re-raised so spark-submit shows the full traceback.
     """
     try:
+        refused = connect.unsupported_reason(request.spec) if connect.is_connect(spark) else None
+        if refused:
+            raise job_spec.InvalidSpecError(refused)
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
         result["lineage"] = describe_tables(spark, tables_of(request.spec))

@@ -8,7 +8,9 @@ The operators import it while Airflow parses DAGs, and it ships to the Spark dri
 archive, so it imports only the standard library: no Airflow, no pyspark.
 
 Every identifier, transform and option key is validated here, before Spark starts, so that a
-typo or an injection attempt fails fast with a message that names the field.
+typo or an injection attempt fails fast with a message that names the field. Table and column
+names are parsed here too (:func:`split_identifier`), by the operators and by the job alike, and
+the job quotes every part it puts into SQL (:func:`quote_identifier`).
 """
 
 from __future__ import annotations
@@ -75,14 +77,20 @@ SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
 COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-#: A plain SQL name: every part of a table identifier, and so every catalog name, must be one.
+#: A plain SQL name: catalog, branch and tag names must be one (a catalog name is a Spark conf key).
 SQL_NAME_RE = re.compile(rf"^{_NAME}\Z")
 #: A Spark option or catalog property key.
 PROPERTY_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+#: Control characters (C0, DEL, C1): never part of a name, quoted or not.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Characters a name part may only hold inside backticks (whitespace is checked apart).
+_QUOTE_ONLY_CHARS = frozenset(".`'\";(),")
+#: A name written in a partition transform or a sort order: a backtick-quoted part or a bare one.
+_COLUMN = r"`(?:[^`]|``)+`|[^\s.`'\";(),]+"
 _TRANSFORM_RE = re.compile(
-    rf"^\s*(?:(?P<unary>years|months|days|hours|identity)\s*\(\s*(?P<ucol>{_NAME})\s*\)"
-    rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>[1-9][0-9]*)\s*,\s*(?P<bcol>{_NAME})\s*\)"
-    rf"|(?P<col>{_NAME}))\s*\Z"
+    rf"^\s*(?:(?P<unary>years|months|days|hours|identity)\s*\(\s*(?P<ucol>{_COLUMN})\s*\)"
+    rf"|(?P<binary>bucket|truncate)\s*\(\s*(?P<n>[1-9][0-9]*)\s*,\s*(?P<bcol>{_COLUMN})\s*\)"
+    rf"|(?P<col>{_COLUMN}))\s*\Z"
 )
 _QUERY_START_RE = re.compile(r"^\s*\(*\s*(SELECT|WITH|VALUES|FROM|TABLE)\b", re.IGNORECASE)
 #: Statements Spark's grammar accepts after a ``WITH`` or ``FROM`` clause, so after a query's start.
@@ -107,46 +115,148 @@ def validate_name(value: str, what: str) -> str:
     return value
 
 
-def validate_table_identifier(identifier: str, what: str = "table") -> str:
-    """Check a ``[catalog.]namespace.table`` identifier part by part and return it unchanged.
+def split_identifier(text: str, what: str = "table") -> tuple[str, ...]:
+    """Split a dotted identifier into its parts, the way Spark reads a multipart identifier.
 
-    Backticks, quotes, spaces, semicolons and empty parts are all rejected, which is what makes
-    identifiers safe to splice into SQL such as ``SELECT * FROM cat.db.t.snapshots``.
+    A part is written bare (``sales-eu``, ``Orders``, ``commandes_été``) or in backticks, where a
+    doubled backtick stands for one (```my.ns``` is one part holding a dot). A bare part may not
+    hold whitespace, dots, backticks, quotes, ``;``, ``(``, ``)``, ``,``, ``--`` or ``/*``: such
+    a name must be written in backticks, so a typo or an injection attempt fails here instead of
+    being taken as a name. Control characters and empty parts are refused either way. The parts
+    come back unquoted; :func:`quote_identifier` quotes every one of them for SQL.
     """
-    if not isinstance(identifier, str) or not identifier:
-        raise InvalidSpecError(f"{what} identifier must be a non-empty string, got {identifier!r}")
-    parts = identifier.split(".")
+    if not isinstance(text, str) or not text:
+        raise InvalidSpecError(f"{what} identifier must be a non-empty string, got {text!r}")
+    if _CONTROL_RE.search(text):
+        raise InvalidSpecError(
+            f"{what} identifier {text!r} has an invalid part: it holds a control character"
+        )
+    parts: list[str] = []
+    position = 0
+    while True:
+        if text.startswith("`", position):
+            part, position = _quoted_part(text, position, what)
+        else:
+            end = text.find(".", position)
+            end = len(text) if end < 0 else end
+            part, position = text[position:end], end
+            _check_bare_part(text, part, what)
+        if not part:
+            raise InvalidSpecError(f"{what} identifier {text!r} has an invalid part: an empty part")
+        parts.append(part)
+        if position == len(text):
+            return tuple(parts)
+        if text[position] != ".":
+            raise InvalidSpecError(
+                f"{what} identifier {text!r} has an invalid part: a '.' must follow the backtick-quoted "
+                f"part {part!r}"
+            )
+        position += 1
+        if position == len(text):
+            raise InvalidSpecError(f"{what} identifier {text!r} has an invalid part: an empty part")
+
+
+def _quoted_part(text: str, start: int, what: str) -> tuple[str, int]:
+    """The part in backticks at ``start`` (a doubled backtick is one) and the position after it."""
+    pieces, position = [], start + 1
+    while True:
+        end = text.find("`", position)
+        if end < 0:
+            raise InvalidSpecError(
+                f"{what} identifier {text!r} has an invalid part: a backtick is not closed"
+            )
+        pieces.append(text[position:end])
+        if not text.startswith("``", end):
+            return "".join(pieces), end + 1
+        pieces.append("`")
+        position = end + 2
+
+
+def _check_bare_part(text: str, part: str, what: str) -> None:
+    odd = sorted({c for c in part if c in _QUOTE_ONLY_CHARS or c.isspace()})
+    odd += [marker for marker in ("--", "/*") if marker in part]
+    if odd:
+        shown = ", ".join(repr(c) if not c.isspace() else "whitespace" for c in dict.fromkeys(odd))
+        raise InvalidSpecError(
+            f"{what} identifier {text!r} has an invalid part {part!r}: {shown} may only appear in a "
+            "part written in backticks, e.g. db.`my part` (a backtick inside is doubled)"
+        )
+
+
+def quote_name(name: str) -> str:
+    """One name in backticks, an inner backtick doubled: Spark's rule, so nothing in it is SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def quote_identifier(identifier: str | Sequence[str]) -> str:
+    """Every part of ``identifier`` (a dotted text, or its parts) quoted: ```cat`.`sales-eu`.`Orders```.
+
+    Quoting a quoted identifier gives it back unchanged, so the job can quote wherever a name
+    reaches SQL or a Spark API that parses identifiers (``spark.table``, ``writeTo``, ...).
+    """
+    parts = split_identifier(identifier) if isinstance(identifier, str) else tuple(identifier)
+    return ".".join(quote_name(part) for part in parts)
+
+
+def validate_table_identifier(identifier: str, what: str = "table") -> str:
+    """Check a ``[catalog.]namespace[.namespace...].table`` identifier and return it unchanged.
+
+    See :func:`split_identifier` for what a part may hold. The job never splices the text as
+    written into SQL: it quotes every part (:func:`quote_identifier`).
+    """
+    parts = split_identifier(identifier, what)
     if len(parts) < 2:
         raise InvalidSpecError(
             f"{what} identifier {identifier!r} needs at least a namespace and a table name, "
             "for example 'db.orders' or 'my_catalog.db.orders'"
         )
-    for part in parts:
-        if not SQL_NAME_RE.match(part):
-            raise InvalidSpecError(
-                f"{what} identifier {identifier!r} has an invalid part {part!r}: each dot-separated part "
-                "must be letters, digits and underscores, starting with a letter or underscore"
-            )
     return identifier
+
+
+def parse_column(text: str, what: str = "column") -> str:
+    """The column name ``text`` stands for: one part, bare or in backticks (see :func:`split_identifier`).
+
+    Nested fields are not addressed: ``a.b`` is refused (write ```a.b``` for a column whose name
+    holds a dot).
+    """
+    parts = split_identifier(text, what)
+    if len(parts) != 1:
+        raise InvalidSpecError(
+            f"{what} identifier {text!r} has an invalid part: a column name is one part; write a name "
+            f"holding a dot in backticks, e.g. {quote_name(text)}"
+        )
+    return parts[0]
+
+
+def quote_column(text: str, what: str = "column") -> str:
+    """The column ``text`` names, quoted for SQL and for ``F.col``: ``order-date`` -> ```order-date```."""
+    return quote_name(parse_column(text, what))
 
 
 def parse_transform(expression: str) -> tuple[str, str, int | None]:
     """Parse an Iceberg partition transform into ``(transform, column, argument)``.
 
     Accepted: ``col``, ``identity(col)``, ``years(col)``, ``months(col)``, ``days(col)``,
-    ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``.
+    ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``; ``col`` bare or in backticks
+    (```order date```). The column comes back unquoted.
     """
     match = _TRANSFORM_RE.match(expression) if isinstance(expression, str) else None
-    if not match:
+    if not match or _CONTROL_RE.search(expression):
         raise InvalidSpecError(
             f"partition_by entry {expression!r} is not a partition transform; use a column name, "
-            "years(col), months(col), days(col), hours(col), bucket(N, col) or truncate(W, col)"
+            "years(col), months(col), days(col), hours(col), bucket(N, col) or truncate(W, col) "
+            "(a column name holding spaces, dots, quotes or brackets goes in backticks)"
         )
     if match.group("col"):
-        return "identity", match.group("col"), None
-    if match.group("unary"):
-        return match.group("unary"), match.group("ucol"), None
-    return match.group("binary"), match.group("bcol"), int(match.group("n"))
+        transform, column, argument = "identity", match.group("col"), None
+    elif match.group("unary"):
+        transform, column, argument = match.group("unary"), match.group("ucol"), None
+    else:
+        transform, column, argument = match.group("binary"), match.group("bcol"), int(match.group("n"))
+    try:
+        return transform, parse_column(column, "partition_by column"), argument
+    except InvalidSpecError as error:
+        raise InvalidSpecError(f"partition_by entry {expression!r}: {error}") from None
 
 
 def validate_options(options: Mapping[str, object] | None, what: str) -> dict[str, str]:
@@ -363,9 +473,16 @@ class WriteSpec:
 
     @property
     def created_with_sql(self) -> bool:
-        """Whether the job must create the table with SQL CTAS: only SQL can express ``truncate(W, col)``."""
-        transforms = [parse_transform(expression)[0] for expression in self.partition_by]
-        return self.mode in CREATE_MODES and "truncate" in transforms
+        """Whether the job must create the table with SQL CTAS rather than ``DataFrameWriterV2``.
+
+        Only SQL can express ``truncate(W, col)``. And ``partitionedBy`` re-parses each column's
+        name unquoted (Spark 3.5), so a partition column that is not a plain name
+        (``order-date``, ``Région``) fails there; in SQL the job quotes it.
+        """
+        parsed = [parse_transform(expression) for expression in self.partition_by]
+        return self.mode in CREATE_MODES and any(
+            transform == "truncate" or not SQL_NAME_RE.match(column) for transform, column, _ in parsed
+        )
 
     def _check_write_options(self, options: Mapping[str, str]) -> None:
         """Reject write options that would be ignored or that contradict the spec, naming the fix."""
@@ -379,7 +496,8 @@ class WriteSpec:
             ignored = [key for key in options if not key.lower().startswith(SNAPSHOT_PROPERTY_PREFIX)]
             if ignored:
                 raise InvalidSpecError(
-                    f"write options {', '.join(ignored)} cannot be used with a truncate(W, col) partition: "
+                    f"write options {', '.join(ignored)} cannot be used with a truncate(W, col) partition "
+                    "or a partition column that is not a plain name (letters, digits, '_'): "
                     "such a table is created with SQL CREATE TABLE AS SELECT, which takes no write options. "
                     "Set the matching table property instead (e.g. write.format.default for write-format)"
                 )
@@ -449,7 +567,7 @@ class ReadSpec:
         validate_table_identifier(self.table)
         self._check_selectors()
         for column in self.columns:
-            validate_name(column, "column")
+            parse_column(column, "column")
         if self.filter is not None:
             validate_condition(self.filter, "filter")
         self._check_sink()
@@ -524,8 +642,8 @@ class ReadSpec:
             if value is not None:
                 argv += [flag, str(value)]
         argv += _pairs_argv("--read-option", self.read_options)
-        if self.columns:
-            argv += ["--columns", ",".join(self.columns)]
+        for column in self.columns:
+            argv += ["--column", column]  # one flag each: a quoted name may hold a comma
         if self.sink_table:
             argv += ["--sink-table", self.sink_table, "--sink-mode", self.sink_mode]
         if self.sink_path:
@@ -660,7 +778,7 @@ def _build_parser() -> argparse.ArgumentParser:
     read.add_argument("--stream-from-timestamp", type=int)
     read.add_argument("--checkpoint-location")
     read.add_argument("--read-option", type=_pair, action="append", default=[])
-    read.add_argument("--columns")
+    read.add_argument("--column", action="append", default=[])
     read.add_argument("--filter")
     read.add_argument("--sink-table")
     read.add_argument("--sink-mode", default="create_or_replace")
@@ -714,7 +832,7 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             branch=args.branch,
             tag=args.tag,
             read_options=dict(args.read_option),
-            columns=tuple(args.columns.split(",")) if args.columns else (),
+            columns=tuple(args.column),
             filter=args.filter,
             sink_table=args.sink_table,
             sink_mode=args.sink_mode,

@@ -46,10 +46,13 @@ def describe_table(spark: SparkSession, table: str) -> dict[str, Any]:
     only used where the driver holds no table (a Spark Connect session). Either way, a table
     that is not an Iceberg table fails here and gets no lineage, as before.
     """
-    schema = [{"name": f.name, "type": f.dataType.simpleString()} for f in spark.table(table).schema.fields]
+    schema = [
+        {"name": f.name, "type": f.dataType.simpleString()}
+        for f in spark.table(job_spec.quote_identifier(table)).schema.fields
+    ]
     loaded = driver_table(spark, table)
     if loaded is None:
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {job_spec.quote_identifier(table)}").collect()
         location = next((row.data_type for row in rows if row.col_name == "Location"), None)
         return {"location": location, "schema": schema, "snapshot_id": current_snapshot_id(spark, table)}
     head = loaded.currentSnapshot()

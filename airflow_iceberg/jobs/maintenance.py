@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.java_gateway import ensure_callback_server_started
-
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaConsumer
 from airflow_iceberg.jobs.table_state import current_snapshot_id, require_table
@@ -25,12 +23,16 @@ def remove_orphan_files(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> 
     """
     require_table(spark, spec.table)
     jvm = spark.sparkContext._jvm
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, spec.table)
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, job_spec.quote_identifier(spec.table)
+    )
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     action = actions.deleteOrphanFiles(table)
     if spec.older_than is not None:
         action = action.olderThan(int(spec.older_than))
     if spec.dry_run:
+        from pyspark.java_gateway import ensure_callback_server_started  # py4j: absent from pyspark-client
+
         ensure_callback_server_started(spark.sparkContext._gateway)
         action = action.deleteWith(JavaConsumer(lambda path: None))
     files = sorted(str(path) for path in action.execute().orphanFileLocations())

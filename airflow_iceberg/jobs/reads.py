@@ -24,6 +24,7 @@ from airflow_iceberg.jobs.table_state import (
     check_table_state,
     current_snapshot_id,
     ensure_namespace,
+    metadata_table,
     ref_snapshot_id,
     require_table,
     snapshot_exists,
@@ -62,7 +63,9 @@ def resolve_snapshot(spark: SparkSession, spec: job_spec.ReadSpec) -> int | None
 
 
 def _snapshot_as_of(spark: SparkSession, table: str, timestamp_ms: int) -> int:
-    history = spark.table(f"{table}.history").withColumn("made_ms", F.expr("unix_millis(made_current_at)"))
+    history = spark.table(metadata_table(table, "history")).withColumn(
+        "made_ms", F.expr("unix_millis(made_current_at)")
+    )
     rows = history.where(F.col("made_ms") <= timestamp_ms).orderBy(F.col("made_ms").desc()).limit(1).collect()
     if rows:
         return int(rows[0].snapshot_id)
@@ -79,7 +82,11 @@ def _snapshot_as_of(spark: SparkSession, table: str, timestamp_ms: int) -> int:
 
 def _snapshot_graph(spark: SparkSession, table: str) -> dict[int, tuple[int | None, str]]:
     """Every snapshot of the table: id -> (parent id, operation)."""
-    rows = spark.table(f"{table}.snapshots").select("snapshot_id", "parent_id", "operation").collect()
+    rows = (
+        spark.table(metadata_table(table, "snapshots"))
+        .select("snapshot_id", "parent_id", "operation")
+        .collect()
+    )
     return {
         int(row.snapshot_id): (int(row.parent_id) if row.parent_id is not None else None, row.operation)
         for row in rows
@@ -124,7 +131,9 @@ def read_frame(spark: SparkSession, spec: job_spec.ReadSpec, snapshot_id: int | 
         options = {**spec.read_options, "snapshot-id": str(snapshot_id)}
     else:
         options = reader_options(spec, snapshot_id)
-    df = spark.read.options(**with_spark_time_travel(spark, options, snapshot_id)).table(spec.table)
+    df = spark.read.options(**with_spark_time_travel(spark, options, snapshot_id)).table(
+        job_spec.quote_identifier(spec.table)
+    )
     return project(df.limit(0) if empty_range else df, spec)
 
 

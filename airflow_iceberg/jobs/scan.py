@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.user_sql import expression
 
@@ -74,5 +76,5 @@ def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:
     if spec.filter:
         df = df.where(expression(spec.filter, "filter"))
     if spec.columns:
-        df = df.select(*spec.columns)
+        df = df.select(*[F.col(job_spec.quote_column(column)) for column in spec.columns])
     return df

@@ -41,7 +41,11 @@ def stream_table(
     ``streaming-skip-overwrite-snapshots`` / ``streaming-skip-delete-snapshots`` are true.
     """
     require_table(spark, spec.table)
-    source = spark.readStream.format("iceberg").options(**reader_options(spec)).load(spec.table)
+    source = (
+        spark.readStream.format("iceberg")
+        .options(**reader_options(spec))
+        .load(job_spec.quote_identifier(spec.table))
+    )
     writer = project(source, spec).writeStream.option("checkpointLocation", str(spec.checkpoint_location))
     writer = writer.trigger(availableNow=True)
     if spec.sink_table:
@@ -49,7 +53,12 @@ def stream_table(
         exists = table_exists(spark, spec.sink_table)
         sink_before = current_snapshot_id(spark, spec.sink_table) if exists else None
         options = write_options_for({}, commit_id, commit_properties)
-        query = writer.format("iceberg").outputMode("append").options(**options).toTable(spec.sink_table)
+        query = (
+            writer.format("iceberg")
+            .outputMode("append")
+            .options(**options)
+            .toTable(job_spec.quote_identifier(spec.sink_table))
+        )
     else:
         query = writer.format(spec.sink_format).option("path", str(spec.sink_path)).start()
     progress = _await(query)
@@ -106,9 +115,14 @@ def _as_json_dict(update: Mapping[str, Any]) -> dict[str, Any]:
 
     pyspark 3.5 gives plain dicts. pyspark 4's ``StreamingQueryProgress`` objects hold each source
     offset as ``str()`` of a dict, a Python repr that is not JSON; their ``json`` property is exact.
+    Over Spark Connect that JSON has no top-level ``numInputRows``: it is the sum of the sources'.
     """
     text = getattr(update, "json", None)
-    return json.loads(text) if isinstance(text, str) else dict(update)
+    described = json.loads(text) if isinstance(text, str) else dict(update)
+    if described.get("numInputRows") is None:  # Spark Connect's progress leaves the total to its sources
+        sources = described.get("sources") or []
+        described["numInputRows"] = sum(int(source.get("numInputRows") or 0) for source in sources)
+    return described
 
 
 def _stream_end_snapshot(progress: Sequence[Mapping[str, Any]]) -> int | None:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs import connect, job_spec
+from airflow_iceberg.jobs.job_spec import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,8 +54,13 @@ class SchemaMismatchError(TableStateError):
     """The source's columns do not fit the table (or the partition spec) and merge_schema cannot help."""
 
 
+def metadata_table(table: str, name: str) -> str:
+    """The quoted identifier of one of the table's metadata tables (``snapshots``, ``refs``, ...)."""
+    return f"{quote_identifier(table)}.{name}"
+
+
 def table_exists(spark: SparkSession, table: str) -> bool:
-    return bool(spark.catalog.tableExists(table))
+    return bool(spark.catalog.tableExists(quote_identifier(table)))
 
 
 def require_table(spark: SparkSession, table: str, what: str = "table") -> None:
@@ -84,12 +90,14 @@ def ensure_namespace(spark: SparkSession, table: str) -> None:
     """
     if table_exists(spark, table):
         return
-    namespace = table.rsplit(".", 1)[0]
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    namespace = job_spec.split_identifier(table)[:-1]
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_identifier(namespace)}")
 
 
 def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
-    return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    return {
+        row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {quote_identifier(table)}").collect()
+    }
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -102,7 +110,7 @@ def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> in
     loaded = driver_table(spark, table)
     if loaded is None:
         rows = (
-            spark.table(f"{table}.refs")
+            spark.table(metadata_table(table, "refs"))
             .where((F.col("name") == name) & (F.col("type") == kind))
             .select("snapshot_id")
             .collect()
@@ -117,7 +125,7 @@ def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> in
 def snapshot_exists(spark: SparkSession, table: str, snapshot_id: int) -> bool:
     loaded = driver_table(spark, table)
     if loaded is None:
-        snapshots = spark.table(f"{table}.snapshots")
+        snapshots = spark.table(metadata_table(table, "snapshots"))
         return bool(snapshots.where(F.col("snapshot_id") == snapshot_id).limit(1).count())
     return loaded.snapshot(int(snapshot_id)) is not None
 
@@ -130,7 +138,9 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
         if snapshot is None:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
         return describe_java_snapshot(spark, snapshot)
-    rows = spark.table(f"{table}.snapshots").where(F.col("snapshot_id") == snapshot_id).collect()
+    rows = (
+        spark.table(metadata_table(table, "snapshots")).where(F.col("snapshot_id") == snapshot_id).collect()
+    )
     if not rows:
         raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
     return _describe_snapshot(rows[0])
@@ -165,7 +175,7 @@ def iceberg_table(spark: SparkSession, table: str) -> Any:
     any catalog type, including the session catalog); its tables are cached, hence the refresh.
     """
     loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, table
+        spark._jsparkSession, quote_identifier(table)
     )
     loaded.refresh()
     return loaded
@@ -173,7 +183,7 @@ def iceberg_table(spark: SparkSession, table: str) -> Any:
 
 def has_driver_jvm(spark: SparkSession) -> bool:
     """Tells whether the session's JVM is reachable from here (py4j); a Spark Connect session's is not."""
-    return hasattr(spark, "_jsparkSession")
+    return not connect.is_connect(spark)
 
 
 def driver_table(spark: SparkSession, table: str) -> Any | None:
@@ -183,6 +193,8 @@ def driver_table(spark: SparkSession, table: str) -> Any | None:
 
 def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     """The snapshot id ``ref`` (a branch, ``main`` by default) points at; None if it has none yet."""
+    if connect.is_connect(spark):  # no py4j: the refs metadata table
+        return connect.ref_head(spark, table, ref)
     head = iceberg_table(spark, table).snapshot(ref)
     return int(head.snapshotId()) if head is not None else None
 
@@ -201,7 +213,11 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
     driver, newest first, so the usual cases (a retry's commit near the head, a write's own
     commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
     ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
+    Over Spark Connect (no py4j) the metadata tables answer (:func:`.connect.find_commit`).
     """
+    if connect.is_connect(spark):
+        found = connect.find_commit(spark, table, commit_id, ref)
+        return snapshot_summary(spark, table, found) if found is not None else None
     loaded = iceberg_table(spark, table)
     head = loaded.snapshot(ref)
     if head is None:
@@ -217,7 +233,7 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
     if not ancestors.hasNext():
         return None
     tagged = (
-        spark.table(f"{table}.snapshots")
+        spark.table(metadata_table(table, "snapshots"))
         .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
         .orderBy(F.col("committed_at").desc())
         .select("snapshot_id")

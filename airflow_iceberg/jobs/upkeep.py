@@ -10,10 +10,11 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.branches import procedure_call
+from airflow_iceberg.jobs.branches import procedure_call, sql_string
 from airflow_iceberg.jobs.merges import check_expressions
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
+    metadata_table,
     ref_snapshot_id,
     require_table,
     snapshot_exists,
@@ -21,11 +22,6 @@ from airflow_iceberg.jobs.table_state import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal holding ``value`` exactly."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def sql_timestamp(epoch_ms: int) -> str:
@@ -39,7 +35,7 @@ def sql_map(options: dict[str, str]) -> str:
 
 
 def _snapshot_count(spark: SparkSession, table: str) -> int:
-    return int(spark.table(f"{table}.snapshots").count())
+    return int(spark.table(metadata_table(table, "snapshots")).count())
 
 
 def _run(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> dict[str, Any]:
@@ -74,7 +70,7 @@ def rewrite_data_files(spark: SparkSession, spec: action_specs.RewriteDataFilesS
     arguments = {"strategy": sql_string(spec.strategy)}
     checks = []
     if spec.sort_order is not None:
-        arguments["sort_order"] = sql_string(spec.sort_order)
+        arguments["sort_order"] = sql_string(action_specs.quoted_sort_order(spec.sort_order))
     if spec.where is not None:
         checks.append(("where", spec.where))
         arguments["where"] = sql_string(spec.where)

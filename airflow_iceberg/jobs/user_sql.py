@@ -14,6 +14,11 @@ before Spark starts, but a text check cannot be the only defence. Here Spark's o
   no statements (a subquery in it is a query).
 
 Parsing executes nothing, so every refusal happens before anything is read or written.
+
+Over Spark Connect there is no parser on the client: the server parses. A query runs only in
+its wrapped form (so a statement is a syntax error there, never executed, though the error
+cannot name the statement's class), and an expression is parsed in parentheses, where a
+trailing alias or an added clause is a syntax error too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.job_spec import InvalidSpecError
 
 if TYPE_CHECKING:
@@ -39,6 +45,9 @@ _WITH_CLASS = "org.apache.spark.sql.catalyst.plans.logical.UnresolvedWith"
 
 def query_frame(spark: SparkSession, query: str, what: str = "source query") -> DataFrame:
     """The DataFrame of a user's query, refusing anything Spark would run as a statement."""
+    wrapped = f"SELECT * FROM (\n{query}\n) AS airflow_iceberg_source"
+    if connect.is_connect(spark):
+        return _connect_query(spark, wrapped, what)
     plan = _parse(spark, query, what)
     statement = _statement_class(spark, plan)
     if statement is not None:
@@ -46,7 +55,6 @@ def query_frame(spark: SparkSession, query: str, what: str = "source query") -> 
             f"{what} must be a query, but Spark reads it as {statement}, a statement that would "
             "change data; it was not run"
         )
-    wrapped = f"SELECT * FROM (\n{query}\n) AS airflow_iceberg_source"
     _parse(spark, wrapped, what)  # a statement inside the parentheses fails here, unexecuted
     return spark.sql(wrapped)
 
@@ -58,6 +66,9 @@ def check_expression(spark: SparkSession, text: str, what: str) -> None:
     (``t.id = s.id WHEN MATCHED THEN DELETE``), and a trailing word the parser would take as an
     alias (``id = 1 OR`` is ``(id = 1) AS OR`` to it).
     """
+    if connect.is_connect(spark):
+        _connect_check_expression(spark, text, what)
+        return
     try:
         parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
     except Exception as error:  # py4j's Py4JJavaError around Spark's ParseException
@@ -83,6 +94,35 @@ def expression(condition: str, what: str) -> Column:
         raise InvalidSpecError(
             f"{what} {condition!r} is not one SQL expression: {_first_line(error)}"
         ) from None
+
+
+def _connect_query(spark: SparkSession, wrapped: str, what: str) -> DataFrame:
+    """Over Spark Connect, ``spark.sql`` has the server parse (and run, were it a command) the text
+    at once: only the wrapped form is ever sent, which Spark's grammar accepts only around a query."""
+    from pyspark.errors import ParseException
+
+    try:
+        return spark.sql(wrapped)
+    except ParseException as error:
+        raise InvalidSpecError(f"{what} is not a single Spark SQL query: {_first_line(error)}") from None
+
+
+def _connect_check_expression(spark: SparkSession, text: str, what: str) -> None:
+    """Have the server parse ``(text)`` as an expression: a syntax error there means not one expression.
+
+    In parentheses, a trailing alias (``id = 1 OR``) or a clause after the expression is a
+    syntax error; the text alone must parse too (``a) OR (b`` parses only in parentheses). Its
+    columns are not resolved (``spark.range(0)`` has only ``id``), so an analysis error says
+    nothing about the text and is ignored; only a ParseException counts.
+    """
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        _ = spark.range(0).select(F.expr(text), F.expr(f"({text})")).schema
+    except ParseException as error:
+        raise InvalidSpecError(f"{what} {text!r} is not one SQL expression: {_first_line(error)}") from None
+    except AnalysisException:
+        pass  # it parsed; its columns belong to another table
 
 
 def _parse(spark: SparkSession, text: str, what: str) -> Any:

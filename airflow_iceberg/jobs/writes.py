@@ -20,7 +20,7 @@ except ImportError:  # Spark 3.5
     transforms = F
 
 from airflow_iceberg.jobs import job_spec, user_sql
-from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
+from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier, sql_string
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
     new_commit_id,
@@ -53,29 +53,27 @@ def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
         return user_sql.query_frame(spark, job_spec.validate_query(source.query))
     if source.table is not None:
         require_table(spark, source.table, "source table")
-        return spark.table(source.table)
+        return spark.table(job_spec.quote_identifier(source.table))
     return spark.read.format(str(source.format)).options(**source.options).load(source.path)
 
 
 def transform_column(expression: str) -> Column:
     """Turn ``days(ts)``, ``bucket(16, id)`` and friends into the Column DataFrameWriterV2 takes."""
     transform, column, argument = job_spec.parse_transform(expression)
+    reference = F.col(job_spec.quote_name(column))  # a column, never a nested field or an expression
     if transform == "identity":
-        return F.col(column)
+        return reference
     if transform == "bucket":
-        return transforms.bucket(int(argument or 0), F.col(column))
-    return getattr(transforms, transform)(F.col(column))
+        return transforms.bucket(int(argument or 0), reference)
+    return getattr(transforms, transform)(reference)
 
 
 def _transform_sql(expression: str) -> str:
-    transform, column, argument = job_spec.parse_transform(expression)
+    transform, name, argument = job_spec.parse_transform(expression)
+    column = job_spec.quote_name(name)
     if transform == "identity":
         return column
     return f"{transform}({argument}, {column})" if argument is not None else f"{transform}({column})"
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def table_properties_for(spec: job_spec.WriteSpec) -> dict[str, str]:
@@ -109,11 +107,12 @@ def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, colum
         if table_properties(spark, spec.table).get(ACCEPT_ANY_SCHEMA, "").lower() != "true":
             raise SchemaMismatchError(
                 f"merge_schema needs table property {ACCEPT_ANY_SCHEMA}=true on {spec.table}: create the "
-                f"table with merge_schema=True, or run ALTER TABLE {spec.table} SET TBLPROPERTIES "
+                "table with merge_schema=True, or run ALTER TABLE "
+                f"{job_spec.quote_identifier(spec.table)} SET TBLPROPERTIES "
                 f"('{ACCEPT_ANY_SCHEMA}'='true')"
             )
         return
-    table_columns = spark.table(spec.table).columns
+    table_columns = spark.table(job_spec.quote_identifier(spec.table)).columns
     in_table = {column.lower() for column in table_columns}
     in_source = {column.lower() for column in columns}
     extra = [column for column in columns if column.lower() not in in_table]
@@ -180,8 +179,13 @@ def write_table(
     ref = spec.branch or "main"
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
-        return {"table": spec.table, "mode": spec.mode, "committed": True, **earlier,
-                "reused_earlier_commit": True}
+        return {
+            "table": spec.table,
+            "mode": spec.mode,
+            "committed": True,
+            **earlier,
+            "reused_earlier_commit": True,
+        }
     commit_id = commit_id or new_commit_id()
     check_table_state(spark, spec.table, spec.mode)
     if spec.condition is not None:
@@ -231,7 +235,7 @@ def write_frame(
     A create is always ``.using("iceberg")``: on a session catalog (``SparkSessionCatalog``)
     without it Spark would create its default, a plain Parquet table.
     """
-    writer = df.writeTo(table).options(**options)
+    writer = df.writeTo(job_spec.quote_identifier(table)).options(**options)
     if mode in job_spec.CREATE_MODES:
         writer = writer.using("iceberg")
         for key, value in (table_properties or {}).items():
@@ -262,14 +266,14 @@ def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFram
     """
     view = f"airflow_iceberg_source_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
-    sql = f"{_CTAS_VERB[spec.mode]} {spec.table} USING iceberg"
+    sql = f"{_CTAS_VERB[spec.mode]} {job_spec.quote_identifier(spec.table)} USING iceberg"
     if spec.partition_by:
         sql += " PARTITIONED BY (" + ", ".join(_transform_sql(e) for e in spec.partition_by) + ")"
     properties = table_properties_for(spec)
     if properties:
         sql += (
             " TBLPROPERTIES ("
-            + ", ".join(f"{_sql_string(k)}={_sql_string(v)}" for k, v in properties.items())
+            + ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
             + ")"
         )
     try:

@@ -3,8 +3,8 @@
 Subclasses only say *what* to do (a :class:`WriteSpec` or :class:`ReadSpec`); this class does
 the rest in ``execute``: validate the request before any JVM starts, turn the catalog
 connection(s) into Spark settings, run spark-submit through the apache-spark provider (so its
-connection, deploy modes, sizing and kill handling all keep working), and return the job's JSON
-result as the task's XCom.
+connection, deploy modes, sizing and kill handling all keep working) or, given a Spark Connect
+connection, run the job in a remote session, and return the job's JSON result as the task's XCom.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, combined_settings, merge_csv
-from airflow_iceberg.exceptions import IcebergJobError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
-from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec
+from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
+from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
+from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
 
@@ -39,9 +41,14 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
 
     Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
     executor sizing, ``env_vars``, ``packages``, ``jars``, ``conf`` ...) is accepted and passed on.
+    ``conn_id``'s type picks the mode: a ``spark`` connection runs spark-submit; a
+    ``spark_connect`` connection runs the same job in a Spark Connect session from this process
+    (:mod:`airflow_iceberg.operators.connect`), where only ``conf`` of those arguments applies.
 
-    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``. Without
-        a catalog prefix the connection's catalog is used. (templated)
+    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``; nested
+        namespaces as ``catalog.a.b.table``. Without a catalog prefix the connection's catalog is
+        used. A part is bare (``sales-eu``, ``Orders``, ``été``) or in backticks for anything else
+        (``db.`order lines```); the job quotes every part. (templated)
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param extra_iceberg_conn_ids: More ``iceberg_catalog`` connections to load in the same job,
         for example to read a source table from another catalog. (templated)
@@ -104,9 +111,12 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         return combined_settings(hook.catalog_config for hook in self.catalog_hooks)
 
     def qualify(self, identifier: str, catalog_names: Sequence[str]) -> str:
-        """Prefix the default catalog unless the identifier already starts with a configured one."""
-        first = identifier.split(".", 1)[0]
-        if first in catalog_names:
+        """Prefix the default catalog unless the identifier already starts with a configured one.
+
+        The first part (bare or in backticks) is compared, so ``a.b.t`` with no catalog ``a`` is
+        the table ``t`` in the nested namespace ``a.b`` of the default catalog.
+        """
+        if split_identifier(identifier)[0] in catalog_names:
             return identifier
         return f"{catalog_names[0]}.{identifier}"
 
@@ -114,6 +124,11 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         spec = self.build_spec().validated()  # bad input fails here, before any JVM starts
         settings = self.catalog_settings()
         spec = self.qualify_spec(spec, settings.catalog_names).validated()
+        over_connect = is_spark_connect(self._conn_id)
+        if over_connect:
+            refused = connect_refusal(spec)
+            if refused:
+                raise InvalidSpecError(f"{spec.table}: {refused}")
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -122,16 +137,20 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 commit_id=self._commit_id(context),
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
-                secret_conf_file=_write_private_json(workdir, "secret-conf.json", settings.secret_conf),
+                # Over Spark Connect the secrets go straight from memory to the session.
+                secret_conf_file=None
+                if over_connect
+                else _write_private_json(workdir, "secret-conf.json", settings.secret_conf),
             )
-            self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
-            try:
-                super().execute(context)
-            except Exception as error:
-                failure = _read_result(result_file)
-                if failure and failure.get("error"):
-                    raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
-                raise
+            if over_connect:
+                self._run_over_connect(spec, settings, request)
+            else:
+                self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
+                try:
+                    super().execute(context)
+                except Exception as error:
+                    _raise_job_failure(spec, result_file, error)
+                    raise
             result = _read_result(result_file)
         if result is None:
             raise IcebergJobError(
@@ -142,6 +161,34 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         self.finish_lineage(context, spec, result, configs)  # asset events, OpenLineage
         self.log_result(result)
         return result
+
+    def _run_over_connect(self, spec: JobSpec, settings: SparkSettings, request: JobRequest) -> None:
+        """Run the job in a Spark Connect session from this process (no spark-submit)."""
+        job = ConnectJob(self._conn_id, self.log)
+        self._connect_job = job
+        try:
+            code = job.run(settings, request, self.conf)
+        except Exception as error:
+            if job.killed:
+                raise IcebergJobError(
+                    f"{spec.table}: the task was killed; its Spark Connect operations (tag {job.tag}) "
+                    "were interrupted"
+                ) from error
+            _raise_job_failure(spec, str(request.result_file), error)
+            raise
+        finally:
+            self._connect_job = None
+        if code != 0:
+            _raise_job_failure(spec, str(request.result_file), None)
+            raise IcebergJobError(f"{spec.table}: the job failed without reporting why")
+
+    def on_kill(self) -> None:
+        """Interrupt the running job: its Spark Connect operations, or the spark-submit process."""
+        job = getattr(self, "_connect_job", None)
+        if job is not None:
+            job.interrupt()
+            return
+        super().on_kill()
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> JobSpec:
         """Return the spec with every table identifier qualified by its catalog.
@@ -225,6 +272,13 @@ def _write_private_json(workdir: str, name: str, values: Mapping[str, str]) -> s
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         json.dump(dict(values), handle)
     return path
+
+
+def _raise_job_failure(spec: JobSpec, result_file: str, error: BaseException | None) -> None:
+    """Raise the job's own one-line error (Spark's analysis error, Iceberg's ...) if it reported one."""
+    failure = _read_result(result_file)
+    if failure and failure.get("error"):
+        raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
 
 
 def _read_result(path: str) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
     :param source_path: Files to merge from; needs ``source_format``. (templated)
     :param source_format: ``parquet``, ``csv``, ``json``, ``orc``, ``avro`` or ``text``.
     :param source_options: DataFrameReader options for a file source. (templated)
-    :param keys: Match on these key columns (``t.k = s.k AND ...``). (templated)
+    :param keys: Match on these key columns (``t.k = s.k AND ...``), bare or in backticks. (templated)
     :param on: Or match on this condition, e.g. ``"t.id = s.id AND t.day = s.day"``. (templated)
     :param clauses: ``WHEN`` clauses in order, each a dict: ``when`` (``matched``, ``not_matched``,
         ``not_matched_by_source``), ``then`` (``update``, ``delete``, ``insert``), optional

@@ -26,7 +26,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
 
     :param read_options: Iceberg read options: ``split-size``, ``lookback``, ``file-open-cost``,
         ``vectorization-enabled``, ``batch-size``. (templated)
-    :param columns: Columns to keep (pushed into the scan). Default: all. (templated)
+    :param columns: Columns to keep (pushed into the scan), bare or in backticks. Default: all. (templated)
     :param filter: A Spark SQL boolean expression pushed into the scan. (templated)
     :param sink_table: Write the rows to this Iceberg table. (templated)
     :param sink_mode: How to write ``sink_table``: ``create``, ``replace``, ``create_or_replace``

@@ -127,7 +127,8 @@ class IcebergCreateTableOperator(IcebergWriteOperator):
     :param mode: ``create`` (fails if the table exists), ``replace`` (fails if it does not) or
         ``create_or_replace``. Default ``create``.
     :param partition_by: Partition transforms: ``col``, ``years(col)``, ``months(col)``,
-        ``days(col)``, ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``. (templated)
+        ``days(col)``, ``hours(col)``, ``bucket(N, col)``, ``truncate(W, col)``; a column name
+        bare (``order-date``) or in backticks (``days(`order date`)``). (templated)
     :param table_properties: Iceberg table properties, e.g. ``{"format-version": "2"}``. (templated)
     """
 

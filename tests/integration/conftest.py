@@ -39,6 +39,7 @@ def pytest_configure(config):
 LONGEST_FIRST = (
     "test_catalog_backends.py",
     "test_story_dags.py",
+    "test_spark_connect.py",
     "test_retries_and_kills.py",
     "test_write_audit_publish.py",
     "test_concurrency.py",

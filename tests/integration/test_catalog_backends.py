@@ -564,7 +564,10 @@ def test_read_from_hive_write_to_hadoop_with_per_catalog_hadoop_properties(
     """One job loads the Hive source catalog and a Hadoop target catalog (``extra_iceberg_conn_ids``).
 
     The two targets differ only in ``hadoop_properties``: the restricted one's files are created
-    with umask 077 (0600), the control's with Hadoop's default umask 022 (0644).
+    with umask 077 (0600), the control's with Hadoop's default umask 022 (0644). The target's name
+    (``emea.`sales-eu`.Orders_Copié``) is one real catalogs allow: a nested namespace, a dash,
+    upper case, a non-ASCII letter; it lands under exactly those directories, and its asset URI
+    percent-encodes it.
     """
     import pyarrow as pa
 
@@ -597,11 +600,17 @@ def test_read_from_hive_write_to_hadoop_with_per_catalog_hadoop_properties(
         )
     )
     expected = sorted_rows(reader.load_table("xsrc.orders").scan().to_arrow(), "order_id")
+    target = ("emea", "sales-eu", "Orders_Copié")
     for name, warehouse in warehouses.items():
-        copy = load_table(warehouse, "db.orders_copy")
+        copy = load_table(warehouse.joinpath(*target[:-1]), target[-1])
         assert sorted_rows(copy.scan().to_arrow(), "order_id") == expected, name
-    restricted = file_modes(warehouses["restricted"] / "db" / "orders_copy")
-    shared = file_modes(warehouses["shared"] / "db" / "orders_copy")
+    restricted = file_modes(warehouses["restricted"].joinpath(*target))
+    shared = file_modes(warehouses["shared"].joinpath(*target))
     assert restricted == {0o600}, sorted(oct(m) for m in restricted)
     assert shared == {0o644}, sorted(oct(m) for m in shared)
-    assert list((warehouses["restricted"] / "db" / "orders_copy" / "data").rglob("*.parquet"))
+    assert list(warehouses["restricted"].joinpath(*target, "data").rglob("*.parquet"))
+    events = airflow_runner.xcom("iceberg_cross_catalog", "copy_to_shared")
+    assert events["table"] == "shared.emea.`sales-eu`.Orders_Copié"  # as written, the catalog put in front
+    with sqlite3.connect(airflow_runner.home / "airflow.db") as db:
+        uris = {uri for (uri,) in db.execute("SELECT uri FROM asset WHERE uri LIKE 'iceberg://hadoop/emea/%'")}
+    assert {uri.split("?")[0] for uri in uris} == {"iceberg://hadoop/emea/sales-eu/Orders_Copi%C3%A9"}

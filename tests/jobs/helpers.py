@@ -29,7 +29,7 @@ class Lake:
         self.catalog = catalog
 
     def _metadata_dir(self, table: str) -> Path:
-        catalog, *namespace, name = table.split(".")
+        catalog, *namespace, name = job_spec.split_identifier(table)  # parts as the job reads them
         assert catalog == self.catalog, f"{table} is not in catalog {self.catalog}"
         return self.warehouse.joinpath(*namespace, name, "metadata")
 

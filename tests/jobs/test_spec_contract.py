@@ -146,7 +146,20 @@ def test_new_read_fields_have_their_own_flags():
     ]
 
 
-INJECTIONS = ["db.t; DROP TABLE x", "db.`t`", "`db`.t", "db.'t'", 'db."t"', "db.t--", "db.t /* x */"]
+#: Bare (unquoted) text that would escape into SQL if spliced. Written in backticks (`db`.`t`) a
+#: part may hold anything but control characters: see the round trip below.
+INJECTIONS = [
+    "db.t; DROP TABLE x",
+    "db.'t'",
+    'db."t"',
+    "db.t--",
+    "db.t /* x */",
+    "db.`t`; DROP TABLE x",
+    "db.`t",
+    "db.``",
+    "db.t\nDROP TABLE x",
+    "db.`t\r`",
+]
 
 
 @pytest.mark.parametrize("identifier", INJECTIONS)
@@ -166,11 +179,23 @@ def test_identifier_injection_is_rejected_in_every_table_field(argv, identifier)
 
 
 @pytest.mark.parametrize(
+    "identifier",
+    ["lake.`sales-eu`.Orders", "lake.a.b.t", "lake.ventes.commandes_été", "lake.db.`t``; DROP x --'`"],
+)
+def test_real_world_and_hostile_quoted_names_round_trip_through_argv_as_written(identifier):
+    spec = ReadSpec(identifier, columns=("`a,b`", "Région", "order-date"), sink_table=identifier).validated()
+    request = JobRequest(spec=spec)
+    assert parse_argv(request.to_argv()) == request
+    assert parse_argv(request.to_argv()).spec.columns == ("`a,b`", "Région", "order-date")
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["read", "--table", "lake.db.t", "--branch", "dev; DROP TABLE x"], "branch"),
         (["read", "--table", "lake.db.t", "--tag", "`v1`"], "tag"),
-        (["read", "--table", "lake.db.t", "--columns", "id,name`"], "column"),
+        (["read", "--table", "lake.db.t", "--column", "id,name`"], "column"),
+        (["read", "--table", "lake.db.t", "--column", "id; DROP TABLE x"], "column"),
         (["read", "--table", "lake.db.t", "--filter", "1=1; DROP TABLE lake.db.t"], "without ';'"),
         (["read", "--table", "lake.db.t", "--filter", "id > 1 -- and more"], "SQL comments"),
         (
@@ -389,3 +414,13 @@ def test_truncate_partitions_take_only_snapshot_properties():
         .validated()
         .created_with_sql
     )
+
+
+def test_a_partition_column_that_needs_quoting_is_created_with_sql():
+    """DataFrameWriterV2.partitionedBy re-parses a column's name unquoted, so only SQL can quote it."""
+    for partition_by in (("days(`order-date`)",), ("Région",), ("bucket(4, `a b`)",)):
+        assert WriteSpec("lake.db.t", "create", QUERY, partition_by=partition_by).validated().created_with_sql
+    with pytest.raises(InvalidSpecError, match="not a plain name"):
+        WriteSpec(
+            "lake.db.t", "create", QUERY, partition_by=("Région",), write_options={"write-format": "avro"}
+        ).validated()

@@ -13,11 +13,21 @@ that production catalogs speak:
   SQL catalog, with password authentication.
 - :class:`~tests.servers.seaweedfs_rest.SeaweedRestCatalog`: SeaweedFS ``weed mini``, serving an
   Iceberg REST catalog with OAuth2 and an S3 endpoint.
+- :class:`~tests.servers.spark_connect.SparkConnectServer`: a Spark Connect server from the Spark
+  4.0 runtime with the Iceberg runtime on its classpath, for the operators' Connect mode.
 """
 
 from .hive_metastore import HiveMetastore
 from .postgres import PostgresServer
 from .process import ManagedProcess, ServerError
 from .seaweedfs_rest import SeaweedRestCatalog
+from .spark_connect import SparkConnectServer
 
-__all__ = ["HiveMetastore", "ManagedProcess", "PostgresServer", "SeaweedRestCatalog", "ServerError"]
+__all__ = [
+    "HiveMetastore",
+    "ManagedProcess",
+    "PostgresServer",
+    "SeaweedRestCatalog",
+    "ServerError",
+    "SparkConnectServer",
+]

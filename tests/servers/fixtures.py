@@ -21,6 +21,7 @@ from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .postgres import PostgresServer
 from .seaweedfs_rest import SeaweedRestCatalog
+from .spark_connect import SparkConnectServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPARK_PYTHON = ".spark-venv/bin/python"
@@ -95,4 +96,16 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedRe
 def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieServer]:
     """A Nessie server (in-memory version store) on 127.0.0.1, shared by the session."""
     with NessieServer(tmp_path_factory.mktemp("nessie")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (Spark 4.0, Iceberg runtime and AWS bundle) on 127.0.0.1, shared by the session.
+
+    Put every test that uses it in one file: ``pytest -n 2 --dist loadfile`` then starts it once.
+    """
+    bundle = REPO_ROOT / ".cache/jars/iceberg-aws-bundle-1.10.1.jar"
+    extra = (bundle,) if bundle.is_file() else ()
+    with SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), extra_jars=extra) as server:
         yield server

@@ -18,6 +18,7 @@ from airflow_iceberg.jobs.action_specs import (
     RollbackSpec,
     TagSpec,
     check_orphan_floor,
+    quoted_sort_order,
 )
 from airflow_iceberg.jobs.job_spec import (
     InvalidSpecError,
@@ -103,7 +104,7 @@ def test_invalid_specs_name_the_problem(spec, message):
 
 def test_a_merge_without_clauses_is_an_upsert_and_its_sql_uses_the_aliases():
     spec = _merge(keys=("id", "day")).validated()
-    assert spec.match_condition == "t.id = s.id AND t.day = s.day"
+    assert spec.match_condition == "t.`id` = s.`id` AND t.`day` = s.`day`"
     assert [c.sql() for c in spec.clauses] == [
         "WHEN MATCHED THEN UPDATE SET *",
         "WHEN NOT MATCHED THEN INSERT *",
@@ -111,11 +112,45 @@ def test_a_merge_without_clauses_is_an_upsert_and_its_sql_uses_the_aliases():
     clause = MergeClause.from_mapping(
         {"when": "not_matched", "condition": "s.op <> 'D'", "then": "insert", "values": {"id": "s.id"}}
     )
-    assert clause.validated().sql() == "WHEN NOT MATCHED AND (s.op <> 'D') THEN INSERT (id) VALUES (s.id)"
+    assert clause.validated().sql() == "WHEN NOT MATCHED AND (s.op <> 'D') THEN INSERT (`id`) VALUES (s.id)"
     update = MergeClause.from_mapping(
         {"when": "not_matched_by_source", "then": "update", "set": {"gone": "true"}}
     )
-    assert update.validated().sql() == "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.gone = true"
+    assert update.validated().sql() == "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET t.`gone` = true"
+
+
+def test_merge_keys_and_assigned_columns_take_real_world_names_quoted():
+    spec = _merge(keys=("order-date", "`Région`", "`a``b`")).validated()
+    assert spec.match_condition == (
+        "t.`order-date` = s.`order-date` AND t.`Région` = s.`Région` AND t.`a``b` = s.`a``b`"
+    )
+    clause = MergeClause.from_mapping({"when": "matched", "then": "update", "set": {"`x; y`": "s.v"}})
+    assert clause.validated().sql() == "WHEN MATCHED THEN UPDATE SET t.`x; y` = s.v"
+    for bad in ("a b", "a;b", "t.id", "x--"):
+        with pytest.raises(InvalidSpecError, match="merge key column"):
+            _merge(keys=(bad,)).validated()
+        with pytest.raises(InvalidSpecError, match="merge clause column"):
+            MergeClause.from_mapping({"when": "matched", "then": "update", "set": {bad: "1"}}).validated()
+
+
+@pytest.mark.parametrize(
+    ("sort_order", "quoted"),
+    [
+        ("id DESC NULLS LAST", "`id` DESC NULLS LAST"),
+        ("order-date desc,  Région", "`order-date` desc, `Région`"),
+        ("`a,b` ASC, `c``d`", "`a,b` ASC, `c``d`"),
+        ("zorder(id, `order date`)", "zorder(`id`, `order date`)"),
+    ],
+)
+def test_sort_orders_take_real_world_column_names_and_quote_them(sort_order, quoted):
+    RewriteDataFilesSpec("cat.db.t", strategy="sort", sort_order=sort_order).validated()
+    assert quoted_sort_order(sort_order) == quoted
+
+
+@pytest.mark.parametrize("sort_order", ["id; DROP", "id,,x", "a.b", "id -- x", "`id", "id\n", "zorder(a b)"])
+def test_bad_sort_orders_are_refused(sort_order):
+    with pytest.raises(InvalidSpecError, match="sort_order"):
+        RewriteDataFilesSpec("cat.db.t", strategy="sort", sort_order=sort_order).validated()
 
 
 def test_merge_argv_is_exact_and_round_trips():

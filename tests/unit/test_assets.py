@@ -167,6 +167,25 @@ def test_multi_level_namespaces_and_hive_case():
     assert "/db/orders?" in _uri({"catalog_type": "hive"}, "thrift://ms:9083", table="DB.Orders")
 
 
+@pytest.mark.parametrize(
+    ("table", "path", "parts"),
+    [
+        ("lake.`sales-eu`.Orders", "/sales-eu/Orders", ["sales-eu", "Orders"]),
+        ("ventes.commandes_été", "/ventes/commandes_%C3%A9t%C3%A9", ["ventes", "commandes_été"]),
+        ("lake.raw.events.v2_2024", "/raw/events/v2_2024", ["raw", "events", "v2_2024"]),
+        ("lake.`my.ns`.`a/b c?`", "/my.ns/a%2Fb%20c%3F", ["my.ns", "a/b c?"]),
+    ],
+)
+def test_real_world_names_are_one_percent_encoded_path_segment_per_part(table, path, parts):
+    config = config_from_fields({"catalog_type": "hadoop", "warehouse": "/wh", "catalog_name": "lake"})
+    uri = table_asset_uri(config, table)
+    assert uri == f"iceberg://hadoop{path}?warehouse=file%3A%2F%2F%2Fwh"
+    assert parse_uri(uri)[1] == parts
+    assert urllib.parse.urlunsplit(sanitize_uri(urllib.parse.urlsplit(uri))) == uri  # Airflow keeps it
+    assert create_asset(table=table, catalog_config=config).uri == uri
+    assert asset_dataset_name(uri) == ("file", "/wh/" + "/".join(parts))
+
+
 def test_openlineage_names_follow_openlineage_spark():
     assert location_dataset_name("file:/wh/db/t") == ("file", "/wh/db/t")
     assert location_dataset_name("/wh/db/t") == ("file", "/wh/db/t")

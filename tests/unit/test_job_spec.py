@@ -11,7 +11,11 @@ from airflow_iceberg.jobs.job_spec import (
     Source,
     WriteSpec,
     parse_argv,
+    parse_column,
     parse_transform,
+    quote_identifier,
+    quote_name,
+    split_identifier,
     validate_table_identifier,
 )
 
@@ -20,7 +24,13 @@ from airflow_iceberg.jobs.job_spec import (
     "identifier",
     [
         "db.t; DROP TABLE x",
-        "db.`t`",
+        "db.`t",
+        "db.`t`x",
+        "db.``",
+        "db.`t\n`",
+        "db.`t`\x00",
+        "db.t\u0085",
+        "db.t\t",
         "db.'t'",
         'db."t"',
         "db..t",
@@ -46,6 +56,96 @@ def test_plain_identifiers_are_accepted(identifier):
 
 
 @pytest.mark.parametrize(
+    ("identifier", "parts", "quoted"),
+    [
+        ("sales-eu.orders", ("sales-eu", "orders"), "`sales-eu`.`orders`"),
+        ("cat.`sales-eu`.Orders", ("cat", "sales-eu", "Orders"), "`cat`.`sales-eu`.`Orders`"),
+        ("cat.raw.events.v2_2024", ("cat", "raw", "events", "v2_2024"), "`cat`.`raw`.`events`.`v2_2024`"),
+        ("ventes.commandes_été", ("ventes", "commandes_été"), "`ventes`.`commandes_été`"),
+        ("cat.`my.ns`.t", ("cat", "my.ns", "t"), "`cat`.`my.ns`.`t`"),
+        ("db.`a``b`", ("db", "a`b"), "`db`.`a``b`"),
+        ("db.`order date`", ("db", "order date"), "`db`.`order date`"),
+        ("`db`.`t`", ("db", "t"), "`db`.`t`"),
+    ],
+)
+def test_real_world_names_are_split_into_parts_and_every_part_is_quoted(identifier, parts, quoted):
+    assert validate_table_identifier(identifier) == identifier  # kept as written, for messages and XCom
+    assert split_identifier(identifier) == parts
+    assert quote_identifier(identifier) == quoted
+    assert quote_identifier(quoted) == quoted  # quoting twice changes nothing
+    assert split_identifier(quoted) == parts
+
+
+#: Each is the *name* of a part: written in backticks it is accepted, and quoting keeps it one name.
+HOSTILE_NAMES = [
+    "t`; DROP TABLE x; --",
+    "t; DROP TABLE x",
+    "t' OR '1'='1",
+    't" --',
+    "t -- comment",
+    "t /* x */",
+    "t`.`other",
+    "``",
+    "a b",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_name_in_backticks_stays_one_quoted_name(name):
+    written = f"cat.db.{quote_name(name)}"
+    assert split_identifier(written) == ("cat", "db", name)
+    quoted = quote_identifier(written)
+    # Outside the quoted parts only the dots remain: no statement, comment or string can start.
+    assert _outside_backticks(quoted) == ".."
+    assert split_identifier(quoted) == ("cat", "db", name)
+
+
+def _outside_backticks(quoted: str) -> str:
+    """What Spark's lexer sees outside backtick-quoted identifiers (``` `` ``` stays inside)."""
+    import re
+
+    return re.sub(r"`(?:[^`]|``)*`", "", quoted)
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES[:7])
+def test_a_hostile_name_written_bare_is_refused(name):
+    with pytest.raises(InvalidSpecError, match="invalid part"):
+        validate_table_identifier(f"db.{name}")
+
+
+@pytest.mark.parametrize(
+    ("identifier", "message"),
+    [
+        ("db.t\n", "control character"),
+        ("db.`a\rb`", "control character"),
+        ("db.`t", "backtick is not closed"),
+        ("db..t", "empty part"),
+        ("db.``", "empty part"),
+        ("db.t.", "empty part"),
+        ("db.`t`x", "a '.' must follow"),
+        ("db.my table", "whitespace may only appear in a part written in backticks"),
+    ],
+)
+def test_bad_identifiers_get_a_message_that_says_what_is_wrong(identifier, message):
+    with pytest.raises(InvalidSpecError, match=message):
+        validate_table_identifier(identifier)
+
+
+@pytest.mark.parametrize(
+    ("text", "column"),
+    [("Région", "Région"), ("order-date", "order-date"), ("`order date`", "order date"), ("`a.b`", "a.b")],
+)
+def test_column_names_are_one_part_bare_or_in_backticks(text, column):
+    assert parse_column(text) == column
+
+
+@pytest.mark.parametrize("text", ["a.b", "a b", "", "`a", "x\ty", "a;b"])
+def test_column_names_that_are_not_one_clean_part_are_refused(text):
+    with pytest.raises(InvalidSpecError, match="column"):
+        parse_column(text)
+
+
+@pytest.mark.parametrize(
     ("expression", "parsed"),
     [
         ("day", ("identity", "day", None)),
@@ -55,6 +155,11 @@ def test_plain_identifiers_are_accepted(identifier):
         ("hours(ts)", ("hours", "ts", None)),
         ("bucket(16, id)", ("bucket", "id", 16)),
         ("truncate(4,name)", ("truncate", "name", 4)),
+        ("days(`order-date`)", ("days", "order-date", None)),
+        ("days(order-date)", ("days", "order-date", None)),
+        ("bucket(8, Région)", ("bucket", "Région", 8)),
+        ("`order date`", ("identity", "order date", None)),
+        ("truncate(2, `a,b``c`)", ("truncate", "a,b`c", 2)),
     ],
 )
 def test_partition_transforms(expression, parsed):
@@ -62,7 +167,20 @@ def test_partition_transforms(expression, parsed):
 
 
 @pytest.mark.parametrize(
-    "expression", ["days(ts) ; drop", "bucket(0, id)", "bucket(id)", "weeks(ts)", "a.b", "f(x)"]
+    "expression",
+    [
+        "days(ts) ; drop",
+        "bucket(0, id)",
+        "bucket(id)",
+        "weeks(ts)",
+        "a.b",
+        "f(x)",
+        "days(`ts)",
+        "days(ts--)",
+        "days(`ts`) --",
+        "days(`t\ns`)",
+        "days(a b)",
+    ],
 )
 def test_bad_partition_transforms(expression):
     with pytest.raises(InvalidSpecError, match="partition_by"):

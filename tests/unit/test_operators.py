@@ -14,7 +14,7 @@ from airflow.sdk import DAG
 
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH
-from airflow_iceberg.jobs.job_spec import JobRequest
+from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergCreateTableOperator,
@@ -400,6 +400,24 @@ def test_table_from_another_catalog_is_left_qualified(jdbc_catalog, iceberg_conn
     spec = op.qualify_spec(op.build_spec().validated(), settings.catalog_names)
     assert (spec.table, spec.source.table) == ("pg.db.t", "hive_prod.sales.raw")
     assert settings.conf["spark.sql.catalog.hive_prod.uri"] == "thrift://127.0.0.1:9083"
+
+
+@pytest.mark.parametrize(
+    ("table", "qualified"),
+    [
+        ("`pg`.`sales-eu`.Orders", "`pg`.`sales-eu`.Orders"),  # a quoted catalog is still the catalog
+        ("raw.events.v2_2024", "pg.raw.events.v2_2024"),  # no catalog raw: a nested namespace of pg
+        ("ventes.commandes_été", "pg.ventes.commandes_été"),
+        ("hive_prod.`my.ns`.t", "hive_prod.`my.ns`.t"),
+    ],
+)
+def test_real_world_table_names_are_qualified_by_their_first_part(jdbc_catalog, table, qualified):
+    op = IcebergAppendOperator(
+        task_id="t", table=table, iceberg_conn_id=jdbc_catalog, source_query="SELECT 1"
+    )
+    spec = op.qualify_spec(op.build_spec().validated(), ("pg", "hive_prod")).validated()
+    assert spec.table == qualified
+    assert parse_argv(JobRequest(spec=spec).to_argv()).spec.table == qualified  # argv carries it as written
 
 
 def test_commits_are_tagged_with_the_task_instance_so_retries_find_them(jdbc_catalog):

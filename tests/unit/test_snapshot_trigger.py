@@ -157,3 +157,25 @@ def test_hadoop_tables_are_read_through_the_version_hint(tmp_path):
     assert load_table(config, "db.t").current_snapshot().snapshot_id == expected  # newest vN, no hint
     (metadata / "version-hint.text").write_text("2\n")
     assert load_table(config, "db.t").current_snapshot().snapshot_id == expected
+
+
+def test_the_sensors_reader_finds_real_world_names_in_a_sql_catalog(tmp_path):
+    """A nested namespace with a dash, an upper-case non-ASCII table: written with backticks or bare."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    database, warehouse = tmp_path / "catalog.db", f"file://{tmp_path}"
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=warehouse)
+    catalog.create_namespace(("emea", "sales-eu"))
+    table = catalog.create_table(("emea", "sales-eu", "Commandes_été"), schema=_rows(0).schema)
+    table.append(_rows(0))
+    config = config_from_fields(
+        {"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": warehouse},
+        host=f"jdbc:sqlite:{database}",
+    )
+    expected = table.current_snapshot().snapshot_id
+    for written in (
+        "lake.emea.`sales-eu`.Commandes_été",
+        "emea.sales-eu.Commandes_été",
+        "`emea`.`sales-eu`.`Commandes_été`",
+    ):
+        assert load_table(config, written).current_snapshot().snapshot_id == expected, written

@@ -141,6 +141,27 @@ def test_rest_oauth2_client_credentials():
     assert settings.secret_conf == {"spark.sql.catalog.rest_prod.credential": "client-id:client-secret"}
 
 
+def test_rest_vended_credentials_header_reaches_spark_and_pyiceberg_unchanged():
+    """Iceberg's REST client (and pyiceberg's) send each ``header.*`` catalog property as an HTTP header.
+
+    Not run end to end here: SeaweedFS's REST catalog vends no credentials (see docs/catalogs.md).
+    """
+    from airflow_iceberg.catalog.pyiceberg_tables import pyiceberg_properties
+
+    extra = {
+        "catalog_name": "rest",
+        "catalog_type": "rest",
+        "io_impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        "catalog_properties": {"header.X-Iceberg-Access-Delegation": "vended-credentials"},
+    }
+    config = config_from_fields(extra, host="https://rest.example.com/api/catalog", login="id", password="pw")
+    settings = spark_settings(config)
+    assert settings.conf["spark.sql.catalog.rest.header.X-Iceberg-Access-Delegation"] == "vended-credentials"
+    assert not any("s3." in key for key in {**settings.conf, **settings.secret_conf})
+    assert settings.secret_conf == {"spark.sql.catalog.rest.credential": "id:pw"}
+    assert pyiceberg_properties(config)["header.X-Iceberg-Access-Delegation"] == "vended-credentials"
+
+
 def test_rest_bearer_token_from_password_alone():
     settings = settings_for({"catalog_type": "rest"}, host="http://127.0.0.1:8181", password="tok")
     assert settings.secret_conf == {"spark.sql.catalog.iceberg.token": "tok"}

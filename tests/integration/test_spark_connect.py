@@ -1,0 +1,362 @@
+"""Spark Connect mode against a real Spark Connect server (Spark 4.0 + the Iceberg runtime).
+
+Everything here shares one server (``spark_connect_server``, session-scoped; keep every Connect
+test in this file so ``--dist loadfile`` starts it once). The job-level tests drive the job
+package with a Connect session from this interpreter (pyspark-client, no JVM), as the operators
+do in a worker; the in-process operator tests cover ``on_kill`` and errors; two real
+``airflow dags test`` runs cover the example DAG (with sentinel secrets) and a story DAG. The
+same DAG files run in spark-submit mode elsewhere: only the ``spark_default`` connection differs.
+pyiceberg, reading the metadata files, checks every result.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from tests.integration.airflow_runner import hadoop_catalog_connection
+from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
+from tests.integration.in_process import execute
+from tests.integration.process_sampler import CommandLineSampler
+from tests.jobs.helpers import Lake, values_query, write_spec
+
+ROWS = values_query([(1, "a"), (2, "b")], "id, name")
+TRY_KEY = "orders:append:manual__2024-01-02:-1"
+SENTINELS = ("SENTINEL-CONNECT-PASSWORD-3f1a", "SENTINEL-CONNECT-TOKEN-8c2e", "SENTINEL-CONNECT-S3A-61bd")
+
+
+# ---------------------------------------------------------------------------- the job, over Connect
+
+
+@pytest.fixture(scope="module")
+def connect_lake(spark_connect_server, tmp_path_factory):
+    """A Connect session with catalog ``lake`` (Hadoop, a private warehouse) and its pyiceberg reader."""
+    from pyspark.sql.connect.session import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("connect-lake")
+    spark = SparkSession.builder.remote(spark_connect_server.url).create()
+    spark.conf.set("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.lake.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.lake.warehouse", f"file://{warehouse}")
+    yield spark, Lake(warehouse)
+    spark.stop()
+
+
+@pytest.fixture
+def table(request):
+    return f"lake.db.{request.node.name[:40].replace('[', '_').replace(']', '')}"
+
+
+def test_a_retry_reuses_its_commit_and_a_rolled_back_one_is_written_again(connect_lake, table):
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    created = write_table(spark, write_spec(table, "create", ROWS))
+    first = write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    retried = write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    assert retried["reused_earlier_commit"] is True
+    assert retried["snapshot_id"] == first["snapshot_id"] == lake.current_snapshot_id(table)
+    assert lake.summary(table)["airflow-iceberg.commit-id"] == TRY_KEY
+    assert lake.ids(table) == [1, 1, 2, 2]
+
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{table[5:]}', {created['snapshot_id']})").collect()
+    repaired = write_table(spark, write_spec(table, "append", ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    assert "reused_earlier_commit" not in repaired  # the rolled-back commit is not in main's history
+    assert repaired["parent_snapshot_id"] == created["snapshot_id"]
+    assert lake.ids(table) == [1, 1, 2, 2]
+
+
+def test_user_sql_is_parsed_by_the_server_and_a_statement_never_runs(connect_lake, table):
+    from airflow_iceberg.jobs import user_sql
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    before = lake.state(table)
+    for statement in (f"WITH x AS (SELECT 1) DELETE FROM {table}", f"DELETE FROM {table}"):
+        with pytest.raises(InvalidSpecError, match=r"not a single Spark SQL query: \[PARSE_SYNTAX_ERROR\]"):
+            user_sql.query_frame(spark, statement)
+    assert lake.state(table) == before and lake.ids(table) == [1, 2]
+    assert user_sql.query_frame(spark, f"SELECT id FROM {table}").count() == 2
+    user_sql.check_expression(spark, "id = 1 OR name = 'b'", "filter")  # columns need not resolve here
+    for text in ("id = 1 OR", "id = 1) OR (id = 2", "id = 1 WHEN MATCHED THEN DELETE", "id ="):
+        with pytest.raises(InvalidSpecError, match="is not one SQL expression"):
+            user_sql.check_expression(spark, text, "filter")
+
+
+def test_jvm_only_features_are_refused_by_the_job_before_anything_runs(connect_lake, table, tmp_path):
+    from airflow_iceberg.jobs.iceberg_job import run_job
+    from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec
+
+    spark, lake = connect_lake
+    truncate = write_spec(table, "create", ROWS, partition_by=["truncate(2, name)"])
+    for spec in (truncate, OrphanFilesSpec(table=table).validated()):
+        result_file = tmp_path / f"{type(spec).__name__}.json"
+        assert run_job(spark, JobRequest(spec=spec, result_file=str(result_file))) == 1
+        assert "spark-submit only" in json.loads(result_file.read_text())["error"]
+    assert not lake.exists(table)
+
+
+def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect_lake, table):
+    """A branch write, publish, tag, compaction, a filtered time-travel read: SQL and metadata tables."""
+    from airflow_iceberg.jobs import action_specs, upkeep
+    from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
+    from airflow_iceberg.jobs.reads import read_table
+    from airflow_iceberg.jobs.writes import write_table
+    from tests.jobs.helpers import read_spec
+
+    spark, lake = connect_lake
+    created = write_table(spark, write_spec(table, "create", ROWS))
+    staged = write_table(
+        spark,
+        write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
+        commit_id="wap",
+        reuse_commit=True,
+    )
+    assert lake.current_snapshot_id(table) == created["snapshot_id"]  # main untouched until publish
+    published = publish_branch(spark, action_specs.PublishSpec(table=table, branch="audit").validated())
+    assert lake.current_snapshot_id(table) == staged["snapshot_id"] == published["snapshot_id"]
+    tag_snapshot(spark, action_specs.TagSpec(table=table, tag="day1").validated())
+    assert lake.load(table).metadata.refs["day1"].snapshot_id == staged["snapshot_id"]
+    compacted = upkeep.rewrite_data_files(
+        spark, action_specs.RewriteDataFilesSpec(table=table, options={"min-input-files": "2"}).validated()
+    )
+    assert lake.ids(table) == [1, 2, 3] and len(lake.data_files(table)) == 1, compacted
+    before = read_spec(table, snapshot_id=created["snapshot_id"], filter="id > 1", preview_rows=5)
+    read = read_table(spark, before)
+    assert (read["row_count"], [row["id"] for row in read["preview"]]) == (1, [2])
+
+
+# ------------------------------------------------------------------ operators, in this process
+
+
+@pytest.fixture
+def connect_connections(spark_connect_server, tmp_path, monkeypatch):
+    """``spark_default`` is the Connect server; ``iceberg_catalog_default`` a Hadoop catalog."""
+    warehouse = tmp_path / "warehouse"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(hadoop_catalog_connection(warehouse))
+    )
+    return Lake(warehouse, catalog="demo")
+
+
+def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(connect_connections):
+    from airflow_iceberg.operators import IcebergAppendOperator, IcebergCreateTableOperator
+
+    lake = connect_connections
+    execute(IcebergCreateTableOperator(task_id="create", table="db.events", source_query=ROWS))
+    before = lake.state("demo.db.events")
+    slow = (  # minutes of hashing on 2 cores: only an interrupt ends it in time
+        "SELECT id, sha2(repeat(CAST(id AS STRING), 500), 512) AS name FROM range(0, 3000000000, 1, 2)"
+    )
+    append = IcebergAppendOperator(task_id="slow_append", table="db.events", source_query=slow)
+    outcome: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            execute(append)
+            outcome["error"] = None
+        except BaseException as error:  # the interrupted job's failure, reported by the operator
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while getattr(getattr(append, "_connect_job", None), "_session", None) is None:
+        assert worker.is_alive() and time.monotonic() < deadline, outcome
+        time.sleep(0.1)
+    time.sleep(8)  # well into the write: configured, checked, Spark's tasks hashing rows
+    assert worker.is_alive(), outcome
+    killed_at = time.monotonic()
+    append.on_kill()
+    worker.join(60)
+    assert not worker.is_alive(), "the write went on after on_kill"
+    assert time.monotonic() - killed_at < 60
+    assert isinstance(outcome["error"], IcebergJobError)
+    assert "the task was killed; its Spark Connect operations (tag airflow-iceberg-" in str(outcome["error"])
+    assert lake.state("demo.db.events") == before
+    assert lake.ids("demo.db.events") == [1, 2]
+
+
+def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_connections):
+    from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
+
+    lake = connect_connections
+    append = IcebergAppendOperator(
+        task_id="append", table="db.missing_source", source_query="SELECT * FROM nope"
+    )
+    with pytest.raises(IcebergJobError) as failed:
+        execute(append)
+    first_line = str(failed.value).splitlines()[0]
+    assert first_line.startswith("demo.db.missing_source: ")
+    assert "TABLE_OR_VIEW_NOT_FOUND" in first_line or "does not exist" in first_line
+    merge = IcebergMergeOperator(
+        task_id="merge",
+        table="db.t",
+        source_query=ROWS,
+        keys=["id"],
+        clauses=[{"when": "matched", "then": "update", "set": {"name": "s.name"}}],
+    )
+    with pytest.raises(InvalidSpecError, match="MERGE INTO is spark-submit only"):
+        execute(merge)
+    assert not lake.exists("demo.db.t")
+
+
+# ------------------------------------------------------------- real Airflow: the DAGs, over Connect
+
+
+@pytest.fixture(scope="module")
+def daily_orders_over_connect(airflow_runner, spark_connect_server, tmp_path_factory):
+    """The example DAG in Connect mode, with sentinel secrets in its catalog connection."""
+    warehouse = tmp_path_factory.mktemp("connect-warehouse")
+    catalog = hadoop_catalog_connection(warehouse)
+    catalog["password"] = SENTINELS[0]
+    catalog["extra"].update(
+        password_property="jdbc.pw",
+        catalog_properties={"rest.auth.token": SENTINELS[1]},
+        hadoop_properties={"fs.s3a.secret.key": SENTINELS[2]},
+    )
+    started = time.monotonic()
+    with CommandLineSampler() as sampler:
+        completed = airflow_runner.airflow(
+            "dags",
+            "test",
+            "iceberg_daily_orders",
+            "2024-01-02",
+            connections={
+                "iceberg_catalog_default": catalog,
+                "spark_default": spark_connect_server.connection(),
+            },
+        )
+    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+    print(f"iceberg_daily_orders over Spark Connect: {time.monotonic() - started:.1f} s")
+    return {"warehouse": warehouse, "completed": completed, "sampler": sampler}
+
+
+def test_the_example_dag_over_connect_writes_the_same_history(daily_orders_over_connect, airflow_runner):
+    from scripts.show_table import load_table
+
+    warehouse = daily_orders_over_connect["warehouse"]
+    orders = load_table(warehouse, "db.orders")
+    history = [
+        (s.summary.operation.value, s.summary.get("added-records"), s.summary.get("total-records"))
+        for s in orders.snapshots()
+    ]
+    assert history == [("overwrite", "100", "100"), ("append", "80", "180"), ("overwrite", "90", "170")]
+    for snapshot in orders.snapshots():  # the server's Spark made them, tagged by the task
+        assert snapshot.summary["engine-version"].startswith("4.0.")
+        assert snapshot.summary["airflow.dag-id"] == "iceberg_daily_orders"
+    append = airflow_runner.xcom("iceberg_daily_orders", "append_day_two")
+    assert append["snapshot_id"] == orders.snapshots()[1].snapshot_id
+    assert (append["status"], append["mode"], append["added_records"]) == ("success", "append", 80)
+    assert set(append) == {  # the keys of a spark-submit write's XCom (README), nothing more
+        "status",
+        "table",
+        "mode",
+        "committed",
+        "operation",
+        "snapshot_id",
+        "parent_snapshot_id",
+        "added_records",
+        "deleted_records",
+        "total_records",
+        "added_data_files",
+        "deleted_data_files",
+        "total_data_files",
+        "committed_at",
+        "summary",
+    }
+    before = load_table(warehouse, "db.orders_before_correction")
+    assert before.scan().to_arrow().num_rows == 180
+    output = daily_orders_over_connect["completed"].stdout  # `dags test` shows the task logs
+    assert output.count("Spark Connect session") == 4 and "Spark-Submit cmd" not in output
+
+
+def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_server_log(
+    daily_orders_over_connect, airflow_runner, spark_connect_server
+):
+    completed = daily_orders_over_connect["completed"]
+    texts = [completed.stdout, completed.stderr, spark_connect_server.log_path.read_text(errors="replace")]
+    logs = [p for p in (airflow_runner.home / "logs").rglob("*") if p.is_file()]
+    texts += [p.read_text(errors="replace") for p in logs]
+    assert any("Spark Connect session" in text for text in texts), "the task logs must have been captured"
+    with sqlite3.connect(airflow_runner.home / "airflow.db") as db:
+        texts += [str(row) for row in db.execute("SELECT * FROM rendered_task_instance_fields")]
+        texts += [str(row) for row in db.execute("SELECT * FROM xcom")]
+    sampler = daily_orders_over_connect["sampler"]
+    for sentinel in SENTINELS:
+        assert not [t for t in texts if sentinel in t]
+        assert sampler.matching(sentinel) == []
+
+
+def test_the_story_dags_over_connect_in_one_airflow_process(
+    airflow_runner, spark_connect_server, rest_catalog, tmp_path
+):
+    """EMR quickstart, Prophecy target, daily diff, incremental feed: four runs, one Airflow start."""
+    checkpoints = tmp_path / "checkpoints"
+    started = time.monotonic()
+    completed = airflow_runner.dags_test(
+        "2024-01-02",
+        "iceberg_emr_quickstart",
+        "iceberg_prophecy_target",
+        "iceberg_daily_diff",
+        f'iceberg_incremental_feed:{{"checkpoints": "{checkpoints}"}}',
+        connections={
+            "iceberg_catalog_default": rest_spark_connection(
+                rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
+            ),
+            "spark_default": spark_connect_server.connection(),
+        },
+    )
+    assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+    print(f"four story DAGs over Spark Connect: {time.monotonic() - started:.1f} s")
+    assert "Spark-Submit cmd" not in completed.stdout + completed.stderr
+    catalog = rest_reader(rest_catalog)
+
+    sample = catalog.load_table("iceberg_db.sample")
+    first, _second = sample.snapshots()
+    assert sorted(r["id"] for r in sample.scan().to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
+    read_first = airflow_runner.xcom("iceberg_emr_quickstart", "read_first_snapshot")
+    assert (read_first["row_count"], read_first["snapshot_id"]) == (3, first.snapshot_id)
+
+    employees = catalog.load_table("prophecy_doc_demo.employees_test")
+    assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
+    rows = {(r["Name"], r["Department"], r["Bonus"]) for r in employees.scan().to_arrow().to_pylist()}
+    assert rows == {
+        ("Ann", "Engineering", 10),
+        ("Eve", "Engineering", 0),
+        ("Cid", "Sales", None),
+        ("Dee", "Sales", 5),
+    }
+
+    orders = catalog.load_table("diff_demo.orders")
+    yesterday, today = orders.snapshots()
+    assert airflow_runner.xcom("iceberg_daily_diff", "before")["snapshot_id"] == yesterday.snapshot_id
+    after = airflow_runner.xcom("iceberg_daily_diff", "after")
+    assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
+    diff = {
+        (r["change"], r["id"])
+        for r in catalog.load_table("diff_demo.daily_diff").scan().to_arrow().to_pylist()
+    }
+    assert diff == {("added", 2), ("added", 10), ("added", 11), ("added", 12), ("removed", 2), ("removed", 4)}
+
+    events = catalog.load_table("feed.events")
+    created, _batch_one, two, _batch_three = events.snapshots()
+    new_events = catalog.load_table("feed.new_events").scan().to_arrow()
+    assert sorted(new_events["id"].to_pylist()) == list(range(10, 20))
+    incremental = airflow_runner.xcom("iceberg_incremental_feed", "new_since_create")
+    assert (incremental["start_snapshot_id"], incremental["end_snapshot_id"]) == (
+        created.snapshot_id,
+        two.snapshot_id,
+    )
+    mirror = catalog.load_table("feed.events_mirror")
+    assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
+    mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
+    assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
+    assert list(checkpoints.rglob("offsets"))  # the server wrote the checkpoints where the DAG said

@@ -1,0 +1,128 @@
+"""A Spark Connect server from the Spark 4.0 runtime, with the Iceberg runtime, on 127.0.0.1.
+
+pip's pyspark 4.0 (``.spark4-venv``) has no ``sbin/start-connect-server.sh`` but ships the
+server in ``jars/spark-connect_2.13-4.0.5.jar``; the script only runs ``spark-submit --class
+org.apache.spark.sql.connect.service.SparkConnectServer``, which is what this does. The Iceberg
+runtime (and the AWS bundle, for the REST catalog on S3) goes on the classpath with ``--jars``
+and Iceberg's SQL extensions into ``spark.sql.extensions``, the two things a server must start
+with; catalogs are set per session by the operators. The gRPC port is a free 127.0.0.1 port.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .ports import LOOPBACK, free_port, port_accepts
+from .process import ManagedProcess, ServerError, StartStop
+from .safety_net import tracked_start, untrack
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SPARK4_VENV = REPO_ROOT / ".spark4-venv"
+ICEBERG_4_0_RUNTIME = REPO_ROOT / ".cache/jars/iceberg-spark-runtime-4.0_2.13-1.10.2.jar"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def spark4_home(venv: Path = SPARK4_VENV) -> Path:
+    """The pyspark 4.0 package directory of the Spark 4.0 runtime (it has ``jars/`` and ``bin/``)."""
+    found = sorted(venv.glob("lib/python3*/site-packages/pyspark"))
+    if not found:
+        raise ServerError(f"no pyspark in {venv}: scripts/setup.sh creates the Spark 4.0 runtime")
+    return found[-1]
+
+
+class SparkConnectServer(StartStop):
+    """Spark Connect on ``sc://127.0.0.1:<port>``, local[2], with the Iceberg 4.0 runtime.
+
+    Attributes:
+        workdir: Folder holding the server log (``spark-connect.log``) and its working files.
+        port: The gRPC port (filled at start).
+    """
+
+    def __init__(self, workdir: Path, *, extra_jars: tuple[Path, ...] = (), startup_timeout: float = 180.0):
+        """Prepares (does not start) the server.
+
+        Args:
+            workdir: Private folder for this server; created if missing.
+            extra_jars: More jars for its classpath (the runtime is always there).
+            startup_timeout: Seconds to wait for the gRPC port (10-30 s here).
+        """
+        self.workdir = Path(workdir).absolute()
+        self.extra_jars = extra_jars
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self.process: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{LOOPBACK}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "spark-connect.log"
+
+    def connection(self) -> dict:
+        """The apache-spark provider's ``spark_connect`` connection for this server."""
+        return {"conn_type": "spark_connect", "host": LOOPBACK, "port": self.port}
+
+    def start(self) -> SparkConnectServer:
+        """Starts the server and waits until its gRPC port accepts connections.
+
+        Raises:
+            ServerError: If the runtime is missing, the server exits, or does not listen in time.
+        """
+        home = spark4_home()
+        server_jar = next(iter(sorted((home / "jars").glob("spark-connect_2.13-*.jar"))), None)
+        if server_jar is None or not ICEBERG_4_0_RUNTIME.is_file():
+            raise ServerError(
+                f"the Spark 4.0 runtime needs jars/spark-connect_2.13-*.jar and {ICEBERG_4_0_RUNTIME}: "
+                "scripts/setup.sh installs both"
+            )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        jars = ",".join(str(jar) for jar in (ICEBERG_4_0_RUNTIME, *self.extra_jars))
+        argv = [
+            SPARK4_VENV / "bin/spark-submit",
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name",
+            "airflow-iceberg-test-connect",
+            "--master",
+            "local[2]",
+            "--jars",
+            jars,
+            "--conf",
+            f"spark.sql.extensions={ICEBERG_EXTENSIONS}",
+            "--conf",
+            f"spark.connect.grpc.binding.address={LOOPBACK}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            f"spark.sql.warehouse.dir={self.workdir / 'spark-warehouse'}",
+            server_jar,
+        ]
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "PYSPARK_PYTHON": str(SPARK4_VENV / "bin/python"),
+            "SPARK_LOCAL_IP": LOOPBACK,
+        }
+        self.process = ManagedProcess(
+            "spark-connect", argv, log_path=self.log_path, cwd=self.workdir, env=env
+        )
+        self.process.start()
+        with tracked_start(self):
+            self.process.wait_until(
+                lambda: port_accepts(LOOPBACK, self.port), timeout=self.startup_timeout, what="the gRPC port"
+            )
+        return self
+
+    def stop(self) -> None:
+        """Stops the server. Safe twice."""
+        try:
+            if self.process is not None:
+                self.process.stop()
+        finally:
+            untrack(self)
