@@ -64,11 +64,11 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
     }
     for number, run in runs.items():
         if number in only:
-            load_before, started = machine.load_average(), time.monotonic()
+            load_before, started, started_at = machine.load_average(), time.monotonic(), machine.now()
             section = run()
             section.measured = (
-                f"{machine.now()}, in {(time.monotonic() - started) / 60:.1f} min; load average "
-                f"{load_before} before, {machine.load_average()} after"
+                f"from {started_at}, in {(time.monotonic() - started) / 60:.1f} min; load average "
+                f"(1/5/15 min) {load_before} before, {machine.load_average()} after"
             )
             sections.append(section)
     return sections
