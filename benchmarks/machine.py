@@ -50,3 +50,8 @@ def facts() -> dict[str, str]:
 def load_average() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def now() -> str:
+    """The UTC time, to the second, as RESULTS.md states dates."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

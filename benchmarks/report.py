@@ -76,6 +76,8 @@ def markdown(sections: list[Section], facts: dict[str, str], run_info: dict[str,
             f"A = {section.a_label}, B = {section.b_label}.",
             "",
         ]
+        if section.measured:
+            out.append(f"- Measured {section.measured}.")
         out += [f"- {note}" for note in section.notes]
         out += ["", "| samples | n | min-max (s) | values (s) |", "|---|---|---|---|"]
         for name, values in section.samples.items():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 PASS, MISS, INFO, FAIL = "PASS", "MISS", "info", "FAIL"
 
@@ -21,7 +23,7 @@ class Row:
 
 @dataclass
 class Section:
-    """One of the four comparisons."""
+    """One comparison of `make bench`."""
 
     number: int
     title: str
@@ -32,6 +34,8 @@ class Section:
     #: For each missed target: its cause, as measured (goes to RESULTS.md "Targets missed, and why").
     misses: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    #: When and under what load this comparison ran (filled by ``benchmarks.run``).
+    measured: str = ""
 
     @property
     def failed(self) -> bool:
@@ -53,3 +57,19 @@ def millis(value: float) -> str:
 
 def times(value: float) -> str:
     return f"{value:.2f}x"
+
+
+def save(path: Path, sections: list[Section]) -> None:
+    """Keep the sections as JSON beside RESULTS.md, so ``--update`` can re-run some and keep the rest."""
+    path.write_text(json.dumps([asdict(section) for section in sections], indent=1) + "\n")
+
+
+def load(path: Path) -> list[Section]:
+    """The sections a previous run saved (none if it saved nothing)."""
+    if not path.is_file():
+        return []
+    sections = []
+    for data in json.loads(path.read_text()):
+        data["rows"] = [Row(**row) for row in data["rows"]]
+        sections.append(Section(**data))
+    return sections

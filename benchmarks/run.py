@@ -1,6 +1,6 @@
-"""``make bench``: run the four comparisons, print the summary table, write benchmarks/RESULTS.md.
+"""``make bench``: run the comparisons, print the summary table, write benchmarks/RESULTS.md.
 
-    python -m benchmarks.run [--repetitions N] [--quick] [--only 1,3]
+    python -m benchmarks.run [--repetitions N] [--quick] [--only 1,3] [--update]
 
 Exits 1 only when an invariant breaks (pyspark or pyiceberg imported while parsing DAGs);
 performance targets are reported as PASS or MISS and never fail the run.
@@ -13,13 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import history, machine, overhead, parse_cost, throughput
+from benchmarks import connect_mode, history, machine, overhead, parse_cost, story, throughput
 from benchmarks.report import console_table, markdown
-from benchmarks.results import Section
+from benchmarks.results import INFO, Row, Section, load, save
 from benchmarks.stats import median
 from benchmarks.workspace import BenchWorkspace
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+#: The sections of the latest run as data, for ``--update``.
+RESULTS_DATA = Path(__file__).resolve().parent / "results.json"
 SIZES = (1_000_000, 10_000_000)
 HISTORIES = (10, 100, 1000)
 
@@ -34,7 +36,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="one repetition, 1M rows only, 10 and 100 snapshots: a smoke run, not a result",
     )
-    parser.add_argument("--only", default="1,2,3,4", help="comma-separated comparisons to run (default all)")
+    parser.add_argument(
+        "--only", default="1,2,3,4,5,6", help="comma-separated comparisons to run (default all)"
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the other comparisons' results from the last run (benchmarks/results.json) in the output",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the results (markdown)")
     return parser.parse_args(argv)
 
@@ -45,16 +54,40 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
     sizes = SIZES[:1] if args.quick else SIZES
     histories = HISTORIES[:2] if args.quick else HISTORIES
     sections: list[Section] = []
-    if 1 in only:
-        sections.append(overhead.run(ws, reps))
-    if 2 in only:
-        sections.append(parse_cost.run(ws, 3 * reps))
-    if 3 in only:
-        task_cost = median(sections[0].samples["airflow_noop"]) if 1 in only else None
-        sections.append(throughput.summarize(throughput.run(ws, reps, sizes), sizes, task_cost))
-    if 4 in only:
-        sections.append(history.run(ws, reps, histories))
+    runs = {
+        1: lambda: overhead.run(ws, reps),
+        2: lambda: parse_cost.run(ws, 3 * reps),
+        3: lambda: throughput.summarize(throughput.run(ws, reps, sizes), sizes, task_cost(sections)),
+        4: lambda: history.run(ws, reps, histories),
+        5: lambda: story.run(ws, reps),
+        6: lambda: connect_comparison(ws, reps, sizes),
+    }
+    for number, run in runs.items():
+        if number in only:
+            load_before, started, started_at = machine.load_average(), time.monotonic(), machine.now()
+            section = run()
+            section.measured = (
+                f"from {started_at}, in {(time.monotonic() - started) / 60:.1f} min; load average "
+                f"(1/5/15 min) {load_before} before, {machine.load_average()} after"
+            )
+            sections.append(section)
     return sections
+
+
+def task_cost(sections: list[Section]) -> float | None:
+    """Airflow's fixed per-task cost measured by #1 in this run, if it ran."""
+    overhead_section = next((section for section in sections if section.number == 1), None)
+    return median(overhead_section.samples["airflow_noop"]) if overhead_section else None
+
+
+def connect_comparison(ws: BenchWorkspace, reps: int, sizes: tuple[int, ...]) -> Section:
+    """#6, or a row saying why it cannot run here (no Spark 4.0 runtime or Connect server helper)."""
+    reason = connect_mode.connect_unavailable_reason()
+    if reason is None:
+        return connect_mode.run(ws, reps, (connect_mode.SMALL, *sizes[1:]))
+    section = Section(6, "Spark Connect mode vs spark-submit mode", "Spark Connect mode", "spark-submit mode")
+    section.rows.append(Row(f"not run: {reason}", "—", verdict=INFO))
+    return section
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,11 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         "bench wall time": f"{(time.monotonic() - started) / 60:.1f} min",
         "mode": "quick (smoke run)" if args.quick else f"{args.repetitions} repetitions per side",
     }
+    if args.update:
+        rerun = {section.number for section in sections}
+        kept = [section for section in load(RESULTS_DATA) if section.number not in rerun]
+        sections = sorted(kept + sections, key=lambda section: section.number)
+        run_info["mode"] += f"; comparisons {', '.join(str(n) for n in sorted(rerun))} re-run with --update"
     print("\n" + console_table(sections))
     for section in sections:
         for text in section.misses:
             print(f"MISS #{section.number}: {text}")
     args.output.write_text(markdown(sections, facts, run_info))
+    if args.output == RESULTS:
+        save(RESULTS_DATA, sections)
     print(f"\nwrote {args.output} ({run_info['bench wall time']})")
     return 1 if any(section.failed for section in sections) else 0
 

@@ -9,6 +9,7 @@ under one temporary folder that :meth:`BenchWorkspace.close` removes.
 from __future__ import annotations
 
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,15 @@ CATALOG = "demo"
 class TaskRun:
     seconds: float
     output: str
+    #: CPU time (user + system) of the whole process tree: Airflow's CLI, spark-submit, the JVM,
+    #: the Python driver. Load from other processes stretches wall time far more than this.
+    cpu_seconds: float = 0.0
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds used so far by this process's finished (waited-for) descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class BenchWorkspace:
@@ -63,9 +73,18 @@ class BenchWorkspace:
         """A Hadoop-catalog table's folder: ``warehouse/<namespace>/<table>``."""
         return self.warehouse.joinpath(*table.split("."))
 
-    def run_task(self, task_id: str, env: dict[str, str] | None = None, **params: object) -> TaskRun:
-        """``airflow tasks test`` one task of the bench DAG with these params; wall time and output."""
-        started = time.perf_counter()
+    def run_task(
+        self,
+        task_id: str,
+        env: dict[str, str] | None = None,
+        connections: dict[str, dict] | None = None,
+        **params: object,
+    ) -> TaskRun:
+        """``airflow tasks test`` one task of the bench DAG with these params; wall time and output.
+
+        ``connections`` replace the workspace's connections of the same id for this run only.
+        """
+        cpu_before, started = children_cpu_seconds(), time.perf_counter()
         completed = self.runner.airflow(
             "tasks",
             "test",
@@ -73,10 +92,10 @@ class BenchWorkspace:
             task_id,
             "-t",
             json.dumps(params),
-            connections=self.connections,
+            connections={**self.connections, **(connections or {})},
             env={"AIRFLOW__CORE__DAGS_FOLDER": str(BENCH_DAGS), **(env or {})},
         )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, children_cpu_seconds() - cpu_before
         output = completed.stdout + completed.stderr
         # `airflow tasks test` exits 0 even when the task fails: the task's final state is the answer
         if completed.returncode != 0 or "new_state=success" not in output:
@@ -87,7 +106,7 @@ class BenchWorkspace:
             raise RuntimeError(
                 f"airflow tasks test {task_id} found its commit id in the table and wrote nothing"
             )
-        return TaskRun(elapsed, output)
+        return TaskRun(elapsed, output, cpu)
 
     def run_python(self, *args: str, python: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run a bench helper module in a fresh interpreter (``-m benchmarks....``) from the checkout."""
