@@ -24,7 +24,7 @@ demo: setup
 	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
 ## Every test: unit (Airflow side), job (PySpark side, shared SparkSession, on Spark 3.5 and 4.0),
-## integration (real everything), and the example DAG on Spark 4.0 (see scripts/run_tests.sh).
+## integration (real everything), and the story DAGs on Spark 4.0 (see scripts/run_tests.sh).
 test: setup
 	bash scripts/run_tests.sh
 

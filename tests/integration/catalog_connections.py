@@ -270,10 +270,3 @@ def postgres_reader(server: Any, warehouse: Path, catalog_name: str = "pg") -> A
     from pyiceberg.catalog.sql import SqlCatalog
 
     return SqlCatalog(catalog_name, uri=server.sqlalchemy_uri, warehouse=warehouse.as_uri())
-
-
-def sqlite_reader(database: Path, warehouse: Path, catalog_name: str = "lite") -> Any:
-    """pyiceberg's SqlCatalog on the same SQLite file and catalog name."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(catalog_name, uri=f"sqlite:///{database}", warehouse=warehouse.as_uri())
