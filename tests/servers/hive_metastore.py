@@ -16,8 +16,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from .ports import LOOPBACK, free_port, port_accepts
-from .process import ManagedProcess, ServerError, StartStop, run_to_completion
-from .safety_net import tracked_start, untrack
+from .process import ManagedProcess, OneProcessServer, ServerError, run_to_completion
+from .safety_net import tracked_start
 
 LAUNCHER_SOURCE = Path(__file__).with_name("java") / "LoopbackMetastore.java"
 LAUNCHER_CLASS = "LoopbackMetastore"
@@ -124,7 +124,7 @@ def hive_site_xml(properties: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
-class HiveMetastore(StartStop):
+class HiveMetastore(OneProcessServer):
     """A Hive metastore with embedded Derby, serving thrift on 127.0.0.1.
 
     Attributes:
@@ -223,14 +223,6 @@ class HiveMetastore(StartStop):
                 self._ready, timeout=self.startup_timeout, what=f"thrift get_all_databases on {self.uri}"
             )
         return self
-
-    def stop(self) -> None:
-        """Stops the JVM (SIGTERM, then SIGKILL). Safe to call twice."""
-        try:
-            if self.process is not None:
-                self.process.stop()
-        finally:
-            untrack(self)
 
     def list_databases(self, timeout: float = 10.0) -> list[str]:
         """Lists databases with a raw thrift client, as a real metastore call.

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .ports import LOOPBACK, free_ports
-from .process import ManagedProcess, ServerError, StartStop
-from .safety_net import tracked_start, untrack
+from .process import ManagedProcess, OneProcessServer, ServerError
+from .safety_net import tracked_start
 
 MIN_JAVA = 21
 
@@ -49,7 +49,7 @@ def find_java(minimum: int = MIN_JAVA) -> Path:
     return Path(usable[-1][1])
 
 
-class NessieServer(StartStop):
+class NessieServer(OneProcessServer):
     """Nessie with an in-memory version store, REST API v2 at :attr:`api_uri`.
 
     Attributes:
@@ -107,14 +107,6 @@ class NessieServer(StartStop):
                 what="GET /api/v2/config",
             )
         return self
-
-    def stop(self) -> None:
-        """Stops Nessie. Safe twice."""
-        try:
-            if self.process is not None:
-                self.process.stop()
-        finally:
-            untrack(self)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """One JSON call to the REST API v2 (``path`` relative to ``/api/v2/``)."""

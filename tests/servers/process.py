@@ -146,6 +146,20 @@ class StartStop:
         self.stop()
 
 
+class OneProcessServer(StartStop):
+    """A server that is one :class:`ManagedProcess`; ``start()`` sets :attr:`process` and tracks it."""
+
+    process: ManagedProcess | None = None
+
+    def stop(self) -> None:
+        """Stops the process (SIGTERM, then SIGKILL) and the safety net's tracking. Safe twice."""
+        try:
+            if self.process is not None:
+                self.process.stop()
+        finally:
+            untrack(self)
+
+
 class ManagedProcess(StartStop):
     """One server subprocess in its own process group, logging to a file.
 

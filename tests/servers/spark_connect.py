@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from .ports import LOOPBACK, free_port, port_accepts
-from .process import ManagedProcess, ServerError, StartStop
-from .safety_net import tracked_start, untrack
+from .process import ManagedProcess, OneProcessServer, ServerError
+from .safety_net import tracked_start
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPARK4_VENV = REPO_ROOT / ".spark4-venv"
@@ -31,7 +31,7 @@ def spark4_home(venv: Path = SPARK4_VENV) -> Path:
     return found[-1]
 
 
-class SparkConnectServer(StartStop):
+class SparkConnectServer(OneProcessServer):
     """Spark Connect on ``sc://127.0.0.1:<port>``, local[2], with the Iceberg 4.0 runtime.
 
     Attributes:
@@ -118,11 +118,3 @@ class SparkConnectServer(StartStop):
                 lambda: port_accepts(LOOPBACK, self.port), timeout=self.startup_timeout, what="the gRPC port"
             )
         return self
-
-    def stop(self) -> None:
-        """Stops the server. Safe twice."""
-        try:
-            if self.process is not None:
-                self.process.stop()
-        finally:
-            untrack(self)
