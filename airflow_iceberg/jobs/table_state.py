@@ -54,6 +54,17 @@ class SchemaMismatchError(TableStateError):
     """The source's columns do not fit the table (or the partition spec) and merge_schema cannot help."""
 
 
+def iceberg_error_reason(error: BaseException) -> str:
+    """The first line of what Iceberg said: the Java exception's class and message under py4j, else the text.
+
+    For messages that put Iceberg's words in context (a failed publish or rollback) rather than
+    show them raw.
+    """
+    java = getattr(error, "java_exception", None)
+    text = f"{java.getClass().getSimpleName()}: {java.getMessage()}" if java is not None else str(error)
+    return (text.strip().splitlines() or [""])[0]
+
+
 def metadata_table(table: str, name: str) -> str:
     """The quoted identifier of one of the table's metadata tables (``snapshots``, ``refs``, ...)."""
     return f"{quote_identifier(table)}.{name}"
