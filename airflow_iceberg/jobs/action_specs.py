@@ -376,12 +376,18 @@ class DeleteSpec(ActionSpec):
 
 @dataclass(frozen=True)
 class PublishSpec(ActionSpec):
-    """Fast-forward ``target_branch`` (``main``) to ``branch`` (the audited one), then maybe drop it."""
+    """Fast-forward ``target_branch`` (``main``) to the audited snapshot of ``branch``, then maybe drop it.
+
+    ``expected_snapshot_id`` pins what was audited: the branch must still be at it, and only it is
+    published. A missing ``target_branch`` is refused unless ``create_target_branch``.
+    """
 
     action: ClassVar[str] = "publish"
     branch: str = ""
     target_branch: str = "main"
     drop_branch: bool = False
+    expected_snapshot_id: int | None = None
+    create_target_branch: bool = False
 
     def validated(self) -> PublishSpec:
         validate_table_identifier(self.table)
@@ -391,10 +397,14 @@ class PublishSpec(ActionSpec):
             raise InvalidSpecError(f"branch and target_branch are both {self.branch!r}: nothing to publish")
         if self.drop_branch and self.branch == "main":
             raise InvalidSpecError("drop_branch cannot drop 'main'")
+        _non_negative_int(self.expected_snapshot_id, "expected_snapshot_id")
         return self
 
     def to_argv(self) -> list[str]:
         argv = [*super().to_argv(), "--branch", self.branch, "--target-branch", self.target_branch]
+        if self.expected_snapshot_id is not None:
+            argv += ["--expected-snapshot-id", str(self.expected_snapshot_id)]
+        argv += ["--create-target-branch"] if self.create_target_branch else []
         return argv + (["--drop-branch"] if self.drop_branch else [])
 
     @staticmethod
@@ -403,6 +413,8 @@ class PublishSpec(ActionSpec):
         parser.add_argument("--branch", required=True)
         parser.add_argument("--target-branch", default="main")
         parser.add_argument("--drop-branch", action="store_true")
+        parser.add_argument("--expected-snapshot-id", type=int)
+        parser.add_argument("--create-target-branch", action="store_true")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PublishSpec:
@@ -411,12 +423,18 @@ class PublishSpec(ActionSpec):
             branch=args.branch,
             target_branch=args.target_branch,
             drop_branch=args.drop_branch,
+            expected_snapshot_id=args.expected_snapshot_id,
+            create_target_branch=args.create_target_branch,
         )
 
 
 @dataclass(frozen=True)
 class TagSpec(ActionSpec):
-    """Create (or replace) a tag on a snapshot, by default ``main``'s current one, with optional retention."""
+    """Create (or replace) a tag on a snapshot, by default ``main``'s current one, with optional retention.
+
+    Without ``snapshot_id``, the snapshot is the one the task's first try resolved (a retry never
+    moves the tag to a later snapshot of ``main``).
+    """
 
     action: ClassVar[str] = "tag"
     tag: str = ""
@@ -632,7 +650,11 @@ class RewritePositionDeletesSpec(ActionSpec):
 
 @dataclass(frozen=True)
 class RollbackSpec(ActionSpec):
-    """``rollback_to_snapshot`` / ``rollback_to_timestamp``: make an earlier snapshot of ``main`` current."""
+    """Make a snapshot of ``main``'s history current: ``snapshot_id``, or the last before ``timestamp``.
+
+    A timestamp is resolved among the ancestors of ``main`` as the first try saw it, so every try
+    rolls back to the same snapshot (``rollback_to_snapshot``).
+    """
 
     action: ClassVar[str] = "rollback"
     snapshot_id: int | None = None

@@ -1,9 +1,8 @@
-"""Write-audit-publish: writing to a branch, publishing it to ``main``, and tagging snapshots.
+"""Write-audit-publish: writing to a branch, and tagging snapshots.
 
 A write, merge or delete with ``branch`` lands on that branch only: readers of ``main`` see
-nothing until :func:`publish_branch` fast-forwards ``main`` to it, which is one atomic metadata
-commit. Fast-forward only: if ``main`` moved since the branch was made, publishing fails and
-changes nothing, instead of silently dropping the newer commits of ``main``.
+nothing until :func:`~airflow_iceberg.jobs.publish.publish_branch` fast-forwards ``main`` to the
+audited snapshot.
 """
 
 from __future__ import annotations
@@ -14,20 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.job_spec import quote_identifier, quote_name, split_identifier
+from airflow_iceberg.jobs.retry_markers import record_snapshot, recorded_snapshot
+from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
     ref_snapshot_id,
     require_table,
-    snapshot_exists,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-class PublishError(TableStateError):
-    """The target branch cannot be fast-forwarded to the audited branch; nothing was changed."""
 
 
 def branch_identifier(table: str, branch: str | None) -> str:
@@ -96,58 +92,69 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def publish_branch(spark: SparkSession, spec: action_specs.PublishSpec) -> dict[str, Any]:
-    """Fast-forward ``target_branch`` to ``branch`` (Iceberg's ``fast_forward``), then maybe drop ``branch``.
+def tag_snapshot(
+    spark: SparkSession,
+    spec: action_specs.TagSpec,
+    commit_id: str | None = None,
+    reuse_commit: bool = False,
+) -> dict[str, Any]:
+    """``ALTER TABLE ... CREATE [OR REPLACE] TAG name AS OF VERSION id [RETAIN n DAYS]``, once per task.
 
-    Fast-forwarding a branch that is already there is a no-op, so a retry that finds the target
-    already published (and the branch not yet dropped) succeeds.
+    With ``snapshot_id`` every try tags that snapshot, so a retry sets the same tag again.
+    Without one the tag names ``main``'s current snapshot as the first try saw it: that try
+    records it in a marker tag (:mod:`.retry_markers`) and every retry tags the recorded
+    snapshot, not whatever ``main`` points at by then. A tag already on the snapshot (with the
+    asked retention) is left as it is (``already_tagged``).
     """
     table = spec.table
     require_table(spark, table)
-    head = ref_snapshot_id(spark, table, spec.branch, "BRANCH")
-    if head is None:
-        raise SnapshotNotFoundError(
-            f"branch {spec.branch!r} does not exist in table {table}: nothing to publish"
+    history = load_history(spark, table)
+    if history.branch(spec.tag) is not None:
+        raise TableStateError(
+            f"{spec.tag!r} is a branch of table {table}, not a tag: nothing changed; choose another tag name"
         )
-    previous = ref_snapshot_id(spark, table, spec.target_branch, "BRANCH")
-    try:
-        procedure_call(
-            spark, table, "fast_forward", {"branch": f"'{spec.target_branch}'", "to": f"'{spec.branch}'"}
-        )
-    except Exception as error:
-        if "not an ancestor" not in str(error):
-            raise
-        raise PublishError(
-            f"cannot publish branch {spec.branch!r} of {table}: {spec.target_branch} moved since the branch "
-            f"was made ({spec.target_branch} is at snapshot {previous}, which is not an ancestor of "
-            f"{spec.branch}'s {head}). {spec.target_branch} is unchanged; rebuild the branch from it"
-        ) from None
-    if spec.drop_branch:
-        spark.sql(f"ALTER TABLE {quote_identifier(table)} DROP BRANCH IF EXISTS {spec.branch}")
-    return {
-        "table": table,
-        "branch": spec.branch,
-        "target_branch": spec.target_branch,
-        "previous_snapshot_id": previous,
-        "snapshot_id": ref_snapshot_id(spark, table, spec.target_branch, "BRANCH"),
-        "branch_dropped": spec.drop_branch,
-    }
-
-
-def tag_snapshot(spark: SparkSession, spec: action_specs.TagSpec) -> dict[str, Any]:
-    """``ALTER TABLE ... CREATE [OR REPLACE] TAG name [AS OF VERSION id] [RETAIN n DAYS]``."""
-    table = spec.table
-    require_table(spark, table)
-    snapshot_id = (
-        spec.snapshot_id if spec.snapshot_id is not None else ref_snapshot_id(spark, table, "main", "BRANCH")
-    )
+    snapshot_id = spec.snapshot_id
     if snapshot_id is None:
-        raise SnapshotNotFoundError(f"table {table} has no snapshot to tag")
-    if not snapshot_exists(spark, table, snapshot_id):
-        raise SnapshotNotFoundError(f"snapshot_id {snapshot_id} is not a snapshot of table {table}")
+        snapshot_id = _snapshot_to_tag(spark, history, commit_id if reuse_commit else None)
+    elif not history.has_snapshot(snapshot_id):
+        raise SnapshotNotFoundError(
+            f"snapshot_id {snapshot_id} is not a snapshot of table {table} (never made, or expired): "
+            f"tag {spec.tag!r} was not set; nothing changed"
+        )
+    result = {"table": table, "tag": spec.tag, "snapshot_id": snapshot_id, "retain_days": spec.retain_days}
+    current = history.refs.get(spec.tag)
+    retention_ms = spec.retain_days * 86_400_000 if spec.retain_days is not None else None
+    if (
+        current is not None
+        and current.snapshot_id == snapshot_id
+        and (retention_ms in (None, current.max_ref_age_ms) or not spec.replace)
+    ):
+        print(f"airflow-iceberg: tag {spec.tag} of {table} already names snapshot {snapshot_id}", flush=True)
+        return {**result, "already_tagged": True}
+    if current is not None and not spec.replace:
+        raise TableStateError(
+            f"tag {spec.tag!r} of table {table} already names snapshot {current.snapshot_id}, not "
+            f"{snapshot_id}, and replace=False: nothing changed. Use another tag name, or replace=True"
+        )
     verb = "CREATE OR REPLACE TAG" if spec.replace else "CREATE TAG"
     sql = f"ALTER TABLE {quote_identifier(table)} {verb} {spec.tag} AS OF VERSION {int(snapshot_id)}"
     if spec.retain_days is not None:
         sql += f" RETAIN {int(spec.retain_days)} DAYS"
     spark.sql(sql)
-    return {"table": table, "tag": spec.tag, "snapshot_id": snapshot_id, "retain_days": spec.retain_days}
+    return {**result, "already_tagged": False}
+
+
+def _snapshot_to_tag(spark: SparkSession, history: TableHistory, commit_id: str | None) -> int:
+    """``main``'s head, recorded for this task's retries; or what an earlier try recorded."""
+    recorded = recorded_snapshot(history, commit_id)
+    if recorded is not None:
+        print(
+            f"airflow-iceberg: tagging snapshot {recorded} of {history.table}, which an earlier try of this "
+            "task resolved (main may have moved since)",
+            flush=True,
+        )
+        return recorded
+    head = history.branch("main")
+    if head is None:
+        raise SnapshotNotFoundError(f"table {history.table} has no snapshot to tag; nothing changed")
+    return record_snapshot(spark, history, commit_id, head) if commit_id else head

@@ -23,11 +23,13 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import action_specs, connect, job_spec, upkeep
-from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
+from airflow_iceberg.jobs.branches import tag_snapshot
 from airflow_iceberg.jobs.lineage import describe_tables, tables_of
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.merges import delete_from, merge_into
+from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.rollback import rollback
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
 
@@ -67,16 +69,20 @@ COMMITTING_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
     action_specs.MergeSpec: merge_into,
     action_specs.DeleteSpec: delete_from,
 }
+#: The functions of the actions that move refs and make no snapshot: they take the commit id to
+#: recognise their earlier try by other means (ancestry, a marker tag), not by a snapshot summary.
+REF_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
+    action_specs.PublishSpec: publish_branch,
+    action_specs.TagSpec: tag_snapshot,
+    action_specs.RollbackSpec: rollback,
+}
 #: The functions of the actions that take their spec alone.
 OTHER_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
     job_spec.OrphanFilesSpec: remove_orphan_files,
-    action_specs.PublishSpec: publish_branch,
-    action_specs.TagSpec: tag_snapshot,
     action_specs.ExpireSnapshotsSpec: upkeep.expire_snapshots,
     action_specs.RewriteDataFilesSpec: upkeep.rewrite_data_files,
     action_specs.RewriteManifestsSpec: upkeep.rewrite_manifests,
     action_specs.RewritePositionDeletesSpec: upkeep.rewrite_position_deletes,
-    action_specs.RollbackSpec: upkeep.rollback,
 }
 
 
@@ -85,6 +91,8 @@ def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
     kind = type(request.spec)
     if kind in OTHER_ACTIONS:
         return OTHER_ACTIONS[kind](spark, request.spec)
+    if kind in REF_ACTIONS:
+        return REF_ACTIONS[kind](spark, request.spec, request.commit_id, reuse_commit=request.reuse_commit)
     action = COMMITTING_ACTIONS[kind]
     return action(
         spark,

@@ -1,7 +1,8 @@
-"""Table upkeep through Iceberg's Spark procedures: expire, compact, rewrite manifests and deletes, roll back.
+"""Table upkeep through Iceberg's Spark procedures: expire, compact, rewrite manifests and deletes.
 
 Each returns what the procedure did (its output row: files rewritten, added and removed, bytes)
-plus the table's ``main`` snapshot before and after, so the XCom says what changed.
+plus the table's ``main`` snapshot before and after, so the XCom says what changed. Rolling back,
+which must stay exactly-once across retries, is :mod:`.rollback`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call, sql_string
 from airflow_iceberg.jobs.merges import check_expressions
 from airflow_iceberg.jobs.table_state import (
-    SnapshotNotFoundError,
     metadata_table,
     ref_snapshot_id,
     require_table,
-    snapshot_exists,
 )
 
 if TYPE_CHECKING:
@@ -94,29 +93,3 @@ def rewrite_position_deletes(
     if spec.options:
         arguments["options"] = sql_map(spec.options)
     return _run(spark, spec.table, "rewrite_position_delete_files", arguments)
-
-
-def rollback(spark: SparkSession, spec: action_specs.RollbackSpec) -> dict[str, Any]:
-    """``rollback_to_snapshot`` or ``rollback_to_timestamp``: an earlier snapshot of ``main`` becomes current.
-
-    Rolling back to the snapshot that is already current changes nothing, so a retry is harmless.
-    """
-    require_table(spark, spec.table)
-    if spec.snapshot_id is not None:
-        if not snapshot_exists(spark, spec.table, spec.snapshot_id):
-            raise SnapshotNotFoundError(
-                f"snapshot_id {spec.snapshot_id} is not a snapshot of table {spec.table}"
-            )
-        if ref_snapshot_id(spark, spec.table, "main", "BRANCH") == spec.snapshot_id:
-            current = spec.snapshot_id
-            return {
-                "table": spec.table,
-                "procedure": "rollback_to_snapshot",
-                "previous_snapshot_id": current,
-                "current_snapshot_id": current,
-                "snapshot_id": current,
-            }
-        return _run(spark, spec.table, "rollback_to_snapshot", {"snapshot_id": str(int(spec.snapshot_id))})
-    return _run(
-        spark, spec.table, "rollback_to_timestamp", {"timestamp": sql_timestamp(int(spec.timestamp or 0))}
-    )

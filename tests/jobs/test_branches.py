@@ -1,23 +1,65 @@
-"""Write-audit-publish: writes, merges and deletes on a branch leave main alone until published."""
+"""Write-audit-publish: writes, merges and deletes on a branch leave main alone until published.
+
+Publishing and tagging are also checked as the operators run them, through the job's dispatch
+(:func:`run_ref_action`, a :class:`JobRequest` with the task's commit id), including their
+retries. Each publish test runs both ways the job can move refs: through the driver's Iceberg
+transaction (spark-submit) and through SQL statements only (as over Spark Connect, see
+``publish_path``); tests/integration/test_spark_connect.py runs the same cases on a real Connect
+server.
+"""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.branches import PublishError, publish_branch, tag_snapshot
-from airflow_iceberg.jobs.job_spec import Source
+from airflow_iceberg.jobs.branches import tag_snapshot
+from airflow_iceberg.jobs.iceberg_job import run
+from airflow_iceberg.jobs.job_spec import JobRequest, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
 from airflow_iceberg.jobs.reads import read_table
-from airflow_iceberg.jobs.table_state import ref_snapshot_id
+from airflow_iceberg.jobs.table_state import TableStateError, ref_snapshot_id
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
+OTHER_WRITER = values_query([(5, "e")], "id, name")
+#: The commit id the operator gives every try of one task instance (see operators/base.py).
+COMMIT_ID = "wap:publish:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
+MARKER_PREFIX = "airflow_iceberg_pin_"
 
 
 def _refs(lake, table) -> dict[str, int]:
     return {name: ref.snapshot_id for name, ref in lake.load(table).metadata.refs.items()}
+
+
+def run_ref_action(spark, spec, commit_id: str = COMMIT_ID) -> dict:
+    """Run ``spec`` as one try of a task: through the job's dispatch, with the task's commit id."""
+    return run(spark, JobRequest(spec=spec.validated(), commit_id=commit_id, reuse_commit=True))
+
+
+class Killed(BaseException):
+    """What a try sees when its process is killed: it runs nothing more."""
+
+
+@pytest.fixture(params=["driver", "sql"])
+def publish_path(request, monkeypatch):
+    """Publish through the driver's Iceberg transaction, or with SQL and metadata tables only (as Connect)."""
+    if request.param == "sql":
+        from airflow_iceberg.jobs import publish, snapshot_history
+
+        monkeypatch.setattr(publish, "has_driver_jvm", lambda spark: False)
+        monkeypatch.setattr(snapshot_history, "driver_table", lambda spark, table: None)
+    return request.param
+
+
+def _audited_branch(spark, table) -> int:
+    """A table with two rows on main and a third on branch ``audit``: return the branch's snapshot."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    staged = values_query([(3, "c")], "id, name")
+    return write_table(spark, write_spec(table, "append", staged, branch="audit"))["snapshot_id"]
 
 
 def test_branch_write_merge_and_delete_leave_main_untouched_until_published(spark, lake, table):
@@ -58,9 +100,8 @@ def test_branch_write_merge_and_delete_leave_main_untouched_until_published(spar
     )
     assert retried["reused_earlier_commit"] is True
 
-    published = publish_branch(
-        spark, action_specs.PublishSpec(table, branch="audit_20240102", drop_branch=True).validated()
-    )
+    publish = action_specs.PublishSpec(table, branch="audit_20240102", drop_branch=True)
+    published = run_ref_action(spark, publish)
     assert (published["previous_snapshot_id"], published["snapshot_id"]) == (
         main_before,
         refs["audit_20240102"],
@@ -74,9 +115,131 @@ def test_publish_fails_clearly_when_main_moved_and_changes_nothing(spark, lake, 
     write_table(spark, write_spec(table, "append", ROWS, branch="audit"))
     write_table(spark, write_spec(table, "append", ROWS))  # main moves on
     state = lake.state(table)
-    with pytest.raises(PublishError, match=r"main moved since the branch was made.*main is unchanged"):
-        publish_branch(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True).validated())
+    with pytest.raises(TableStateError, match=r"main moved since the branch was made.*main is unchanged"):
+        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True))
     assert lake.state(table) == state and "audit" in _refs(lake, table)
+
+
+def test_publish_to_a_missing_target_is_refused_and_creates_it_only_when_asked(
+    spark, lake, table, publish_path
+):
+    audited = _audited_branch(spark, table)
+    state, refs = lake.state(table), _refs(lake, table)
+    with pytest.raises(
+        TableStateError,
+        match=r"target branch 'mian' does not exist in table .*\(its branches: audit, main\): nothing was "
+        r"published and nothing changed.*create_target_branch=True",
+    ):
+        run_ref_action(
+            spark, action_specs.PublishSpec(table, branch="audit", target_branch="mian", drop_branch=True)
+        )
+    assert lake.state(table) == state and _refs(lake, table) == refs  # no 'mian', the branch kept
+
+    spec = action_specs.PublishSpec(
+        table, branch="audit", target_branch="release", expected_snapshot_id=audited,
+        create_target_branch=True,
+    )  # fmt: skip
+    created = run_ref_action(spark, spec)
+    assert (created["target_branch_created"], created["snapshot_id"], created["previous_snapshot_id"]) == (
+        True,
+        audited,
+        None,
+    )
+    assert _refs(lake, table) == {**refs, "release": audited}  # main unchanged, no marker left
+
+
+def test_a_commit_on_the_branch_after_the_audit_is_never_published(spark, lake, table, publish_path):
+    audited = _audited_branch(spark, table)
+    late = values_query([(4, "d")], "id, name")
+    unaudited = write_table(spark, write_spec(table, "append", late, branch="audit"))["snapshot_id"]
+    state = lake.state(table)
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    with pytest.raises(
+        TableStateError,
+        match=rf"it is at snapshot {unaudited}, not at the audited snapshot {audited} "
+        r"\(expected_snapshot_id\): a commit landed on the branch after the audit. Nothing was published; "
+        "main is unchanged",
+    ):
+        run_ref_action(spark, spec)
+    assert lake.state(table) == state and _refs(lake, table)["audit"] == unaudited
+    assert lake.ids(table) == [1, 2]
+
+
+def test_a_publish_retried_after_main_moved_on_reports_it_published_and_keeps_the_newer_commit(
+    spark, lake, table, publish_path
+):
+    audited = _audited_branch(spark, table)
+    spec = action_specs.PublishSpec(table, branch="audit")
+    first = run_ref_action(spark, spec)
+    assert lake.current_snapshot_id(table) == audited == first["snapshot_id"]
+    other = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
+    state = lake.state(table)
+
+    retried = run_ref_action(spark, spec)  # the earlier try's success was lost: Airflow retries it
+    assert lake.state(table) == state and lake.current_snapshot_id(table) == other
+    assert lake.ids(table) == [1, 2, 3, 5]
+    assert first["already_published"] is False
+    assert (retried["already_published"], retried["snapshot_id"], retried["previous_snapshot_id"]) == (
+        True,
+        audited,
+        None,
+    )
+
+
+def test_a_pinned_publish_retried_after_its_branch_was_dropped_reports_it_published(
+    spark, lake, table, publish_path
+):
+    audited = _audited_branch(spark, table)
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    first = run_ref_action(spark, spec)
+    assert first["branch_dropped"] is True and _refs(lake, table) == {"main": audited}
+    other = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
+    state = lake.state(table)
+
+    retried = run_ref_action(spark, spec)
+    assert (retried["already_published"], retried["snapshot_id"]) == (True, audited)
+    assert retried["branch_dropped"] is False
+    assert lake.state(table) == state and _refs(lake, table) == {"main": other}
+    # Without the pin, a dropped branch and a mistyped one look the same: refused, saying why.
+    with pytest.raises(
+        TableStateError,
+        match=r"branch 'audit' does not exist .* nothing changed. Either an earlier try published it and "
+        r"dropped it .* cannot tell which: pass the audited snapshot as expected_snapshot_id",
+    ):
+        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True))
+    assert lake.state(table) == state
+
+
+@pytest.mark.parametrize("lands_on", ["main", "audit"])
+def test_a_commit_landing_while_publishing_is_neither_dropped_nor_published(
+    spark, lake, table, publish_path, monkeypatch, lands_on
+):
+    """Fault: another writer commits between the publish's checks and its move."""
+    from airflow_iceberg.jobs import publish
+
+    audited = _audited_branch(spark, table)
+    main_before = lake.current_snapshot_id(table)
+    landed: list[int] = []
+    decide = publish.decide
+
+    def decide_then_another_writer_commits(history, spec):
+        decision = decide(history, spec)
+        branch = None if lands_on == "main" else "audit"
+        landed.append(write_table(spark, write_spec(table, "append", ROWS, branch=branch))["snapshot_id"])
+        return decision
+
+    monkeypatch.setattr(publish, "decide", decide_then_another_writer_commits)
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    try:
+        run_ref_action(spark, spec)
+    except TableStateError as error:  # the move failed: it said so, and changed nothing
+        assert "Nothing was changed; retry the task" in str(error)
+    refs = _refs(lake, table)
+    assert not [name for name in refs if name.startswith(MARKER_PREFIX)]
+    if lands_on == "main":  # the fast-forward would drop it: refused, main keeps the other commit
+        assert refs == {"main": landed[0], "audit": audited}
+    else:  # never published, and the branch that holds it is kept
+        assert refs["audit"] == landed[0] and refs["main"] in (main_before, audited)
 
 
 def test_a_failed_merge_into_a_new_branch_leaves_no_branch_behind(spark, lake, table):
@@ -105,3 +268,71 @@ def test_tag_with_retention_and_replace(spark, lake, table):
     )
     assert retained["snapshot_id"] == first
     assert lake.load(table).metadata.refs["keep"].max_ref_age_ms == 7 * 24 * 3600 * 1000
+
+
+def _markers(lake, table) -> dict[str, int]:
+    return {name: snapshot for name, snapshot in _refs(lake, table).items() if name.startswith(MARKER_PREFIX)}
+
+
+def test_a_retried_tag_never_moves_the_tag_to_a_later_snapshot(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = lake.current_snapshot_id(table)
+    spec = action_specs.TagSpec(table, tag="eod_20240102", retain_days=7)
+    assert run_ref_action(spark, spec)["snapshot_id"] == first
+    write_table(spark, write_spec(table, "append", ROWS))  # another writer: main moves on
+    state = lake.state(table)
+
+    retried = run_ref_action(spark, spec)
+    assert _refs(lake, table)["eod_20240102"] == first and lake.state(table) == state
+    assert (retried["snapshot_id"], retried["already_tagged"]) == (first, True)
+    assert list(_markers(lake, table).values()) == [first]  # what the retry read
+    # The marker stays a week from now for later retries: Iceberg ages a tag from its snapshot's time.
+    marker = lake.load(table).metadata.refs[next(iter(_markers(lake, table)))]
+    expires_at = lake.snapshot(table, first).timestamp_ms + marker.max_ref_age_ms
+    assert abs(expires_at - (time.time() * 1000 + 7 * 24 * 3600 * 1000)) < 5 * 60 * 1000
+
+
+def test_a_tag_try_killed_after_recording_its_snapshot_is_finished_by_its_retry(
+    spark, lake, table, monkeypatch
+):
+    from airflow_iceberg.jobs import branches
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = lake.current_snapshot_id(table)
+    record = branches.record_snapshot
+
+    def record_then_die(*args):
+        record(*args)
+        raise Killed
+
+    monkeypatch.setattr(branches, "record_snapshot", record_then_die)
+    spec = action_specs.TagSpec(table, tag="eod_20240102")
+    with pytest.raises(Killed):
+        run_ref_action(spark, spec)
+    assert "eod_20240102" not in _refs(lake, table) and list(_markers(lake, table).values()) == [first]
+    monkeypatch.undo()
+    write_table(spark, write_spec(table, "append", ROWS))  # main moves before the retry runs
+
+    retried = run_ref_action(spark, spec)
+    assert (retried["snapshot_id"], retried["already_tagged"]) == (first, False)
+    assert _refs(lake, table)["eod_20240102"] == first
+
+
+def test_a_tag_of_a_given_snapshot_is_idempotent_by_itself_and_never_replaced_unasked(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = lake.current_snapshot_id(table)
+    second = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    spec = action_specs.TagSpec(table, tag="keep", snapshot_id=first, replace=False)
+    run_ref_action(spark, spec)
+    state = lake.state(table)
+    retried = run_ref_action(spark, spec)
+    assert (retried["snapshot_id"], retried["already_tagged"]) == (first, True)
+    assert lake.state(table) == state and _markers(lake, table) == {}  # a given snapshot needs no marker
+    with pytest.raises(
+        TableStateError,
+        match=rf"tag 'keep' of table .* already names snapshot {first}, not {second}, and replace=False: "
+        "nothing changed",
+    ):
+        other_task = action_specs.TagSpec(table, tag="keep", snapshot_id=second, replace=False)
+        run_ref_action(spark, other_task, commit_id="another:task")
+    assert lake.state(table) == state

@@ -8,17 +8,30 @@ import pytest
 
 from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import tag_snapshot
-from airflow_iceberg.jobs.job_spec import InvalidSpecError
+from airflow_iceberg.jobs.iceberg_job import run
+from airflow_iceberg.jobs.job_spec import InvalidSpecError, JobRequest
 from airflow_iceberg.jobs.merges import delete_from
+from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.upkeep import (
     expire_snapshots,
     rewrite_data_files,
     rewrite_manifests,
     rewrite_position_deletes,
-    rollback,
 )
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
+
+#: The commit id the operator gives every try of one rollback task instance.
+COMMIT_ID = "repair:rollback:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
+
+
+def rollback(spark, spec, commit_id: str | None = None) -> dict:
+    """One try of a rollback task, through the job's dispatch; with ``commit_id``, as a retryable task."""
+    return run(spark, JobRequest(spec=spec, commit_id=commit_id, reuse_commit=commit_id is not None))
+
+
+class Killed(BaseException):
+    """What a try sees when its process is killed: it runs nothing more."""
 
 
 def _small_files(spark, table: str, batches: int = 4, **properties: str) -> None:
@@ -133,6 +146,84 @@ def test_rollback_to_a_snapshot_and_to_a_timestamp_makes_it_current(spark, lake,
     assert lake.ids(table) == [0]
     again = rollback(spark, action_specs.RollbackSpec(table, snapshot_id=first).validated())  # a retry
     assert again["snapshot_id"] == first
+
+
+def _target(spec_field: str, lake, table, snapshot_id: int) -> action_specs.RollbackSpec:
+    if spec_field == "snapshot_id":
+        return action_specs.RollbackSpec(table, snapshot_id=snapshot_id).validated()
+    just_after = lake.snapshot(table, snapshot_id).timestamp_ms + 1
+    return action_specs.RollbackSpec(table, timestamp=just_after).validated()
+
+
+@pytest.mark.parametrize("spec_field", ["snapshot_id", "timestamp"])
+def test_a_retried_rollback_never_undoes_a_commit_made_after_it(spark, lake, table, spec_field):
+    _small_files(spark, table, batches=2)
+    first, _, third = [s.snapshot_id for s in lake.snapshots(table)]
+    spec = _target(spec_field, lake, table, first)
+    done = rollback(spark, spec, COMMIT_ID)
+    assert lake.current_snapshot_id(table) == first
+    time.sleep(0.01)  # the other writer's commit is later than the timestamp by more than its millisecond
+    later = write_table(spark, write_spec(table, "append", values_query([(9, "d9")], "id, day")))
+    state = lake.state(table)
+
+    retried = rollback(spark, spec, COMMIT_ID)  # the first try's success was lost: Airflow retries it
+    assert lake.state(table) == state and lake.ids(table) == [0, 9]  # the later commit stays
+    assert (done["previous_snapshot_id"], done["current_snapshot_id"], done["already_rolled_back"]) == (
+        third,
+        first,
+        False,
+    )
+    assert (retried["previous_snapshot_id"], retried["current_snapshot_id"]) == (third, first)
+    assert (retried["snapshot_id"], retried["already_rolled_back"]) == (later["snapshot_id"], True)
+
+
+def test_a_rollback_killed_after_recording_where_main_was_is_finished_by_its_retry(
+    spark, lake, table, monkeypatch
+):
+    from airflow_iceberg.jobs import rollback as rollback_module
+
+    _small_files(spark, table, batches=2)
+    first, _, third = [s.snapshot_id for s in lake.snapshots(table)]
+    record = rollback_module.record_snapshot
+
+    def record_then_die(*args):
+        record(*args)
+        raise Killed
+
+    monkeypatch.setattr(rollback_module, "record_snapshot", record_then_die)
+    spec = action_specs.RollbackSpec(table, snapshot_id=first).validated()
+    with pytest.raises(Killed):
+        rollback(spark, spec, COMMIT_ID)
+    refs = lake.load(table).metadata.refs
+    assert refs["main"].snapshot_id == third  # not rolled back yet; the marker says from where
+    assert [r.snapshot_id for name, r in refs.items() if name.startswith("airflow_iceberg_pin_")] == [third]
+    monkeypatch.undo()
+
+    retried = rollback(spark, spec, COMMIT_ID)
+    assert (retried["already_rolled_back"], retried["snapshot_id"]) == (False, first)
+    assert lake.current_snapshot_id(table) == first and lake.ids(table) == [0]
+
+
+def test_a_rollback_to_a_snapshot_outside_mains_history_is_refused_clearly(spark, lake, table):
+    _small_files(spark, table, batches=1)
+    branched = write_table(
+        spark, write_spec(table, "append", values_query([(7, "d7")], "id, day"), branch="audit")
+    )["snapshot_id"]
+    first_at = lake.snapshots(table)[0].timestamp_ms
+    state = lake.state(table)
+    with pytest.raises(
+        TableStateError,
+        match=rf"cannot roll back table {table} to snapshot {branched}: it is not in main's history "
+        r"\(it is on branch audit\); main is at \d+, .* Nothing changed. Roll back to an ancestor",
+    ):
+        rollback(spark, action_specs.RollbackSpec(table, snapshot_id=branched).validated(), COMMIT_ID)
+    with pytest.raises(TableStateError, match=rf"back table {table} to snapshot 12345: it is not a snapshot"):
+        rollback(spark, action_specs.RollbackSpec(table, snapshot_id=12345).validated())
+    with pytest.raises(
+        TableStateError, match=r"no snapshot of main's history was committed before it .* Nothing changed"
+    ):
+        rollback(spark, action_specs.RollbackSpec(table, timestamp=first_at).validated())
+    assert lake.state(table) == state
 
 
 def test_a_where_that_is_not_one_expression_is_refused(spark, lake, table):
