@@ -6,8 +6,9 @@ expires and compacts them. These operators run Iceberg's Spark procedures (``exp
 ``rollback_to_*``) and the orphan-file action; each XCom says what was done: the procedure's
 counts (files rewritten, added, removed, bytes) and ``main``'s snapshot before and after.
 
-None of them rewrites rows, so none needs the commit id: a retry of a compaction compacts what
-is left, a retry of an expiry expires nothing more, a rollback to the current snapshot is a no-op.
+None of them rewrites rows, so none needs the commit id to stay exactly-once: a retry of a
+compaction compacts what is left, a retry of an expiry expires nothing more. A rollback does use
+it: its first try records where ``main`` was, so a retry never rolls back a later commit.
 """
 
 from __future__ import annotations
@@ -193,11 +194,19 @@ class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
 
 
 class IcebergRollbackOperator(_UpkeepOperator):
-    """Make an earlier snapshot of ``main`` current again (``rollback_to_snapshot`` / ``_timestamp``).
+    """Make an earlier snapshot of ``main``'s history current again (``rollback_to_snapshot``).
 
     Give exactly one of ``snapshot_id`` and ``timestamp``. A timestamp rolls back to the last
-    snapshot committed *before* it. Rolling back to the current snapshot changes nothing, so a
-    retry is harmless. XCom: ``previous_snapshot_id`` and ``snapshot_id`` (now current).
+    snapshot of ``main``'s history committed *before* it. A snapshot that is not in ``main``'s
+    history is refused before anything changes, naming where it is.
+
+    Exactly once across retries (``idempotent=True``, the default): before it acts, the first
+    try records the snapshot ``main`` is at in a marker tag
+    ``airflow_iceberg_pin_<hash of the commit id>`` (kept a week for the retries). A retry that
+    finds that snapshot gone from ``main``'s history knows the rollback happened and changes
+    nothing (``"already_rolled_back": true``), so it never undoes a commit another writer made
+    after the rollback. XCom: ``previous_snapshot_id`` (rolled back from),
+    ``current_snapshot_id`` (rolled back to), ``snapshot_id`` (``main`` now), ``already_rolled_back``.
 
     :param snapshot_id: The snapshot, e.g. from an upstream XCom:
         ``"{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}"``. (templated)
