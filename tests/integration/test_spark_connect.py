@@ -133,7 +133,8 @@ def test_orphan_files_older_than_a_day_are_found_then_removed_by_the_procedure(c
 def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect_lake, table):
     """A branch write, publish, tag, compaction, a filtered time-travel read: SQL and metadata tables."""
     from airflow_iceberg.jobs import action_specs, upkeep
-    from airflow_iceberg.jobs.branches import publish_branch, tag_snapshot
+    from airflow_iceberg.jobs.branches import tag_snapshot
+    from airflow_iceberg.jobs.publish import publish_branch
     from airflow_iceberg.jobs.reads import read_table
     from airflow_iceberg.jobs.writes import write_table
     from tests.jobs.helpers import read_spec
@@ -158,6 +159,126 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
     before = read_spec(table, snapshot_id=created["snapshot_id"], filter="id > 1", preview_rows=5)
     read = read_table(spark, before)
     assert (read["row_count"], [row["id"] for row in read["preview"]]) == (1, [2])
+
+
+def _ref_action(spark, spec, commit_id="wap:ref:manual__2024-01-02:-1:1:"):
+    """One try of a publish, tag or rollback task, through the job's dispatch, as the operator runs it."""
+    from airflow_iceberg.jobs.iceberg_job import run
+    from airflow_iceberg.jobs.job_spec import JobRequest
+
+    return run(spark, JobRequest(spec=spec.validated(), commit_id=commit_id, reuse_commit=True))
+
+
+def _refs(lake, table) -> dict[str, int]:
+    return {name: ref.snapshot_id for name, ref in lake.load(table).metadata.refs.items()}
+
+
+def test_publish_over_connect_refuses_a_missing_target_and_an_unaudited_commit(connect_lake, table):
+    from airflow_iceberg.jobs.action_specs import PublishSpec
+    from airflow_iceberg.jobs.table_state import TableStateError
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    audited = write_table(spark, write_spec(table, "append", ROWS, branch="audit"))["snapshot_id"]
+    state, refs = lake.state(table), _refs(lake, table)
+    with pytest.raises(TableStateError, match=r"target branch 'mian' does not exist .* nothing was"):
+        _ref_action(spark, PublishSpec(table, branch="audit", target_branch="mian", drop_branch=True))
+    assert lake.state(table) == state and _refs(lake, table) == refs
+    created = _ref_action(
+        spark, PublishSpec(table, branch="audit", target_branch="mian", create_target_branch=True)
+    )
+    assert created["target_branch_created"] is True and _refs(lake, table) == {**refs, "mian": audited}
+
+    unaudited = write_table(spark, write_spec(table, "append", ROWS, branch="audit"))["snapshot_id"]
+    state = lake.state(table)
+    late_commit = rf"at snapshot {unaudited}, not at the audited snapshot {audited}"
+    with pytest.raises(TableStateError, match=late_commit):
+        _ref_action(spark, PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True))
+    assert lake.state(table) == state and lake.ids(table) == [1, 2]
+
+
+def test_a_pinned_publish_over_connect_is_atomic_and_its_retry_after_main_moved_succeeds(
+    connect_lake, table, monkeypatch
+):
+    from airflow_iceberg.jobs import publish
+    from airflow_iceberg.jobs.action_specs import PublishSpec
+    from airflow_iceberg.jobs.table_state import TableStateError
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    audited = write_table(spark, write_spec(table, "append", ROWS, branch="audit"))["snapshot_id"]
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    decide, landed = publish.decide, []
+
+    def decide_then_another_writer_commits_to_main(history, publish_spec):
+        decision = decide(history, publish_spec)
+        landed.append(write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"])
+        return decision
+
+    monkeypatch.setattr(publish, "decide", decide_then_another_writer_commits_to_main)
+    with pytest.raises(TableStateError, match=r"main moved while publishing .* Nothing was changed"):
+        _ref_action(spark, spec)
+    assert _refs(lake, table) == {"main": landed[0], "audit": audited}  # no pin tag left behind
+    monkeypatch.undo()
+
+    created = lake.snapshots(table)[0].snapshot_id  # main back where the branch was made, to publish it
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{table[5:]}', {created})").collect()
+    first = _ref_action(spark, spec)
+    assert (first["already_published"], first["branch_dropped"]) == (False, True)
+    assert _refs(lake, table) == {"main": audited}
+    other = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    state = lake.state(table)
+    retried = _ref_action(spark, spec)
+    assert (retried["already_published"], retried["snapshot_id"]) == (True, audited)
+    assert lake.state(table) == state and lake.current_snapshot_id(table) == other
+
+
+def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connect_lake, table, monkeypatch):
+    from airflow_iceberg.jobs import rollback
+    from airflow_iceberg.jobs.action_specs import RollbackSpec, TagSpec
+    from airflow_iceberg.jobs.table_state import TableStateError
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    first = write_table(spark, write_spec(table, "create", ROWS))["snapshot_id"]
+    write_table(spark, write_spec(table, "append", ROWS))
+    third = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    # A try killed right after recording where main was: its retry finishes the rollback.
+    record = rollback.record_snapshot
+
+    def record_then_die(*args):
+        record(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rollback, "record_snapshot", record_then_die)
+    spec = RollbackSpec(table, snapshot_id=first)
+    with pytest.raises(KeyboardInterrupt):
+        _ref_action(spark, spec, "repair:rollback")
+    assert lake.current_snapshot_id(table) == third
+    monkeypatch.undo()
+    assert _ref_action(spark, spec, "repair:rollback")["snapshot_id"] == first
+    assert lake.current_snapshot_id(table) == first
+    # Another writer commits on top; a further retry leaves that commit alone.
+    later = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    state = lake.state(table)
+    retried = _ref_action(spark, spec, "repair:rollback")
+    assert (retried["already_rolled_back"], retried["previous_snapshot_id"]) == (True, third)
+    assert lake.state(table) == state and lake.ids(table) == [1, 1, 2, 2]
+    with pytest.raises(TableStateError, match=rf"snapshot {third}: it is not in main's history .* Nothing"):
+        _ref_action(spark, RollbackSpec(table, snapshot_id=third), "another:rollback")
+    assert lake.state(table) == state
+
+    tag = TagSpec(table, tag="eod_20240102")
+    assert _ref_action(spark, tag, "eod:tag")["snapshot_id"] == later
+    newest = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    assert _ref_action(spark, tag, "eod:tag")["already_tagged"] is True
+    assert _refs(lake, table)["eod_20240102"] == later != newest
+    pinned = TagSpec(table, tag="keep", snapshot_id=first, replace=False)
+    _ref_action(spark, pinned, "keep:tag")
+    assert _ref_action(spark, pinned, "keep:tag")["already_tagged"] is True
+    assert _refs(lake, table)["keep"] == first
 
 
 # ------------------------------------------------------------------ operators, in this process

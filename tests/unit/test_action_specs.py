@@ -82,6 +82,7 @@ def _merge(**fields) -> MergeSpec:
         (DeleteSpec("cat.db.t", condition="id = 1 /* x */"), "SQL comments"),
         (PublishSpec("cat.db.t", branch="main"), "nothing to publish"),
         (PublishSpec("cat.db.t", branch="a b"), "branch"),
+        (PublishSpec("cat.db.t", branch="audit", expected_snapshot_id=-3), "expected_snapshot_id must be"),
         (TagSpec("cat.db.t", tag="eod", retain_days=0), "retain_days must be a positive"),
         (TagSpec("cat.db.t", tag="x'y"), "tag"),
         (ExpireSnapshotsSpec("cat.db.t", retain_last=0), "retain_last"),
@@ -172,6 +173,7 @@ def test_merge_argv_is_exact_and_round_trips():
     [
         DeleteSpec("cat.db.t", condition="id = 'a;b'", branch="b1"),
         PublishSpec("cat.db.t", branch="audit", target_branch="release", drop_branch=True),
+        PublishSpec("cat.db.t", branch="audit", expected_snapshot_id=77, create_target_branch=True),
         TagSpec("cat.db.t", tag="eod", snapshot_id=12, retain_days=7, replace=False),
         ExpireSnapshotsSpec("cat.db.t", older_than=1704067200000, retain_last=3),
         RewriteDataFilesSpec(

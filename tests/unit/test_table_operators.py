@@ -115,6 +115,28 @@ _VALUED = {"--result-file", "--commit-id", "--commit-property"}
             ],
         ),
         (
+            IcebergPublishOperator(
+                task_id="t",
+                table="db.t",
+                branch="audit",
+                target_branch="release",
+                expected_snapshot_id="42",  # what a rendered XCom template gives
+                create_target_branch=True,
+            ),
+            [
+                "publish",
+                "--table",
+                "demo.db.t",
+                "--branch",
+                "audit",
+                "--target-branch",
+                "release",
+                "--expected-snapshot-id",
+                "42",
+                "--create-target-branch",
+            ],
+        ),
+        (
             IcebergTagOperator(task_id="t", table="db.t", tag="eod", snapshot_id="7", retain_days=3),
             ["tag", "--table", "demo.db.t", "--tag", "eod", "--snapshot-id", "7", "--retain-days", "3"],
         ),
@@ -212,6 +234,10 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
         (IcebergMergeOperator(task_id="t", table="db.t", source_query="DELETE FROM x", keys=["id"]), "query"),
         (IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1 -- all"), "SQL comments"),
         (IcebergPublishOperator(task_id="t", table="db.t", branch="main"), "nothing to publish"),
+        (
+            IcebergPublishOperator(task_id="t", table="db.t", branch="audit", expected_snapshot_id="None"),
+            r"expected_snapshot_id must be an integer snapshot id, got 'None' \(did the upstream XCom exist",
+        ),
         (IcebergRollbackOperator(task_id="t", table="db.t"), "give one of"),
         (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", options="min-input-files=2"), "mapping"),
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
@@ -234,7 +260,7 @@ def test_template_fields():
     )
     assert {"condition", "branch"} <= set(IcebergDeleteOperator.template_fields)
     assert "branch" in IcebergAppendOperator.template_fields
-    assert {"branch", "target_branch"} <= set(IcebergPublishOperator.template_fields)
+    assert {"branch", "target_branch", "expected_snapshot_id"} <= set(IcebergPublishOperator.template_fields)
     assert {"tag", "snapshot_id"} <= set(IcebergTagOperator.template_fields)
     assert {"older_than", "retain_last"} <= set(IcebergExpireSnapshotsOperator.template_fields)
     assert {"where", "options", "sort_order"} <= set(IcebergRewriteDataFilesOperator.template_fields)
