@@ -4,8 +4,9 @@ The story: an orders table that analysts query all day must never show a bad loa
 merges the day's changes (new orders, corrections, cancellations) into a branch
 ``audit_<date>`` created from ``main``: readers of the table see nothing yet. An audit read of
 the branch counts the rows that break the rules, a plain Python task checks that count, and only
-then is ``main`` fast-forwarded to the branch (one atomic commit) and the branch dropped. The
-published snapshot is tagged ``eod_<date>`` for 30 days, so expiry keeps it for time travel.
+then is ``main`` fast-forwarded to the audited snapshot (one atomic commit) and the branch
+dropped. The published snapshot is tagged ``eod_<date>`` for 30 days, so expiry keeps it for
+time travel.
 If the check fails, publishing never runs: ``main`` is untouched, and the branch stays for
 inspection.
 
@@ -101,9 +102,22 @@ with DAG(
         return {"audited_snapshot_id": audit_result["snapshot_id"], "bad_rows": audit_result["row_count"]}
 
     checked = check_audit(audit.output, merge_changes.output)
-    publish = IcebergPublishOperator(task_id="publish", table=ORDERS, branch=BRANCH, drop_branch=True)
+    # Publish exactly the audited snapshot: a commit that lands on the branch after the audit is
+    # refused, not published unaudited.
+    publish = IcebergPublishOperator(
+        task_id="publish",
+        table=ORDERS,
+        branch=BRANCH,
+        expected_snapshot_id="{{ ti.xcom_pull(task_ids='check_audit')['audited_snapshot_id'] }}",
+        drop_branch=True,
+    )
+    # Tag the snapshot published, not whatever main points at by then (another writer's commit).
     tag_end_of_day = IcebergTagOperator(
-        task_id="tag_end_of_day", table=ORDERS, tag="eod_{{ ds_nodash }}", retain_days=30
+        task_id="tag_end_of_day",
+        table=ORDERS,
+        tag="eod_{{ ds_nodash }}",
+        snapshot_id="{{ ti.xcom_pull(task_ids='publish')['snapshot_id'] }}",
+        retain_days=30,
     )
 
     create_orders >> merge_changes >> audit >> checked >> publish >> tag_end_of_day
