@@ -236,7 +236,6 @@ def test_a_pinned_publish_over_connect_is_atomic_and_its_retry_after_main_moved_
 
 
 def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connect_lake, table, monkeypatch):
-    from airflow_iceberg.jobs import rollback
     from airflow_iceberg.jobs.action_specs import RollbackSpec, TagSpec
     from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
@@ -245,27 +244,14 @@ def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connec
     first = write_table(spark, write_spec(table, "create", ROWS))["snapshot_id"]
     write_table(spark, write_spec(table, "append", ROWS))
     third = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
-    # A try killed right after recording where main was: its retry finishes the rollback.
-    record = rollback.record_snapshot
-
-    def record_then_die(*args):
-        record(*args)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(rollback, "record_snapshot", record_then_die)
     spec = RollbackSpec(table, snapshot_id=first)
-    with pytest.raises(KeyboardInterrupt):
-        _ref_action(spark, spec, "repair:rollback")
-    assert lake.current_snapshot_id(table) == third
-    monkeypatch.undo()
-    assert _ref_action(spark, spec, "repair:rollback")["snapshot_id"] == first
+    _ref_action(spark, spec, "repair:rollback")
     assert lake.current_snapshot_id(table) == first
-    # Another writer commits on top; a further retry leaves that commit alone.
-    later = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
+    later = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]  # another writer
     state = lake.state(table)
-    retried = _ref_action(spark, spec, "repair:rollback")
+    retried = _ref_action(spark, spec, "repair:rollback")  # the first try's success was lost
+    assert lake.state(table) == state and lake.ids(table) == [1, 1, 2, 2]  # the later commit stays
     assert (retried["already_rolled_back"], retried["previous_snapshot_id"]) == (True, third)
-    assert lake.state(table) == state and lake.ids(table) == [1, 1, 2, 2]
     with pytest.raises(TableStateError, match=rf"snapshot {third}: it is not in main's history .* Nothing"):
         _ref_action(spark, RollbackSpec(table, snapshot_id=third), "another:rollback")
     assert lake.state(table) == state
@@ -273,12 +259,30 @@ def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connec
     tag = TagSpec(table, tag="eod_20240102")
     assert _ref_action(spark, tag, "eod:tag")["snapshot_id"] == later
     newest = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
-    assert _ref_action(spark, tag, "eod:tag")["already_tagged"] is True
-    assert _refs(lake, table)["eod_20240102"] == later != newest
+    _ref_action(spark, tag, "eod:tag")
+    assert _refs(lake, table)["eod_20240102"] == later != newest  # the retry did not move it
     pinned = TagSpec(table, tag="keep", snapshot_id=first, replace=False)
     _ref_action(spark, pinned, "keep:tag")
     assert _ref_action(spark, pinned, "keep:tag")["already_tagged"] is True
     assert _refs(lake, table)["keep"] == first
+
+    # A rollback try killed right after recording where main was: its retry finishes the rollback.
+    from airflow_iceberg.jobs import rollback
+
+    record = rollback.record_snapshot
+
+    def record_then_die(*args):
+        record(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rollback, "record_snapshot", record_then_die)
+    again = RollbackSpec(table, snapshot_id=later)
+    with pytest.raises(KeyboardInterrupt):
+        _ref_action(spark, again, "second:rollback")
+    assert lake.current_snapshot_id(table) == newest
+    monkeypatch.undo()
+    assert _ref_action(spark, again, "second:rollback")["snapshot_id"] == later
+    assert lake.current_snapshot_id(table) == later
 
 
 # ------------------------------------------------------------------ operators, in this process

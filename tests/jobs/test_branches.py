@@ -292,6 +292,28 @@ def test_a_retried_tag_never_moves_the_tag_to_a_later_snapshot(spark, lake, tabl
     assert abs(expires_at - (time.time() * 1000 + 7 * 24 * 3600 * 1000)) < 5 * 60 * 1000
 
 
+def test_a_marker_on_an_old_snapshot_still_lives_a_week_from_when_it_was_made():
+    """Iceberg ages a tag from its snapshot's commit time: the marker's RETAIN adds that age."""
+    from airflow_iceberg.jobs import retry_markers
+    from airflow_iceberg.jobs.snapshot_history import TableHistory
+
+    class RecordingSession:
+        statements: list[str] = []
+
+        def sql(self, text):
+            self.statements.append(text)
+
+    month_ago = int(time.time() * 1000) - 30 * 24 * 3600 * 1000
+    history = TableHistory("lake.db.t", parents={7: None}, timestamps={7: month_ago})
+    session = RecordingSession()
+    assert retry_markers.record_snapshot(session, history, COMMIT_ID, 7) == 7
+    (statement,) = session.statements
+    name = retry_markers.marker_name(COMMIT_ID)
+    minutes = int(statement.rsplit("RETAIN ", 1)[1].split()[0])
+    assert statement.startswith(f"ALTER TABLE `lake`.`db`.`t` CREATE TAG {name} AS OF VERSION 7 RETAIN ")
+    assert (30 + 7) * 24 * 60 <= minutes <= (30 + 7) * 24 * 60 + 2
+
+
 def test_a_tag_try_killed_after_recording_its_snapshot_is_finished_by_its_retry(
     spark, lake, table, monkeypatch
 ):
