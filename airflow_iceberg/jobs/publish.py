@@ -83,7 +83,8 @@ def publish_branch(
     if decision.already:
         print(
             f"airflow-iceberg: snapshot {decision.published} of {spec.table} is already in "
-            f"{spec.target_branch}'s history (published by an earlier try); not publishing again",
+            f"{spec.target_branch}'s history (an earlier try published it, or the branch holds nothing "
+            "new); not publishing again",
             flush=True,
         )
     return {

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iceberg.jobs.job_spec import quote_identifier
 from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.table_state import TableStateError, iceberg_error_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,10 +56,13 @@ def record_snapshot(spark: SparkSession, history: TableHistory, commit_id: str, 
     name = marker_name(commit_id)
     try:
         create_marker(spark, history, name, snapshot_id)
-    except Exception:
+    except Exception as error:
         recorded = recorded_snapshot(load_history(spark, history.table), commit_id)
-        if recorded is None:
-            raise
+        if recorded is None:  # e.g. a concurrent commit to the table failed the tag's commit
+            raise TableStateError(
+                f"could not record snapshot {snapshot_id} of table {history.table} in marker tag {name} "
+                f"({iceberg_error_reason(error)}): nothing was changed; retry the task"
+            ) from None
         return recorded
     print(
         f"airflow-iceberg: recorded snapshot {snapshot_id} of {history.table} in marker tag {name} "

@@ -133,7 +133,12 @@ def test_audited_changes_are_published_to_main_and_tagged(wap):
         merge["parent_snapshot_id"],
         merge["snapshot_id"],
     )
-    assert publish["branch_dropped"] is True and xcoms["tag_end_of_day"]["tag"] == "eod_20240102"
+    # Publish pinned the audited snapshot; the end-of-day tag names the snapshot published.
+    assert (publish["already_published"], publish["branch_dropped"]) == (False, True)
+    assert publish["snapshot_id"] == xcoms["check_audit"]["audited_snapshot_id"]
+    tag = xcoms["tag_end_of_day"]
+    assert (tag["tag"], tag["snapshot_id"]) == ("eod_20240102", publish["snapshot_id"])
+    assert tag["already_tagged"] is False
 
 
 def test_a_failed_audit_leaves_main_untouched_and_the_branch_for_inspection(wap):
