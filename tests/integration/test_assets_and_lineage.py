@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.parse
 from pathlib import Path
 
 import pyarrow as pa
@@ -203,3 +204,50 @@ def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):
     airflow, *_ = deployment
     log = airflow.task_log(PRODUCER, "create")
     assert "spark.openlineage.parentJobName" in log and f"{PRODUCER}.create" in log, log[-5000:]
+
+
+def test_a_real_commit_through_a_hive_metastore_list_returns_its_xcom_and_emits_one_asset(
+    hive_metastore, monkeypatch
+):
+    """In-process, real spark-submit: a Hive catalog on a metastore list, as the docs allow.
+
+    The list names one real metastore twice (``localhost`` and ``127.0.0.1``), so Spark's Hive
+    client commits whichever it tries first. The task must return its XCom (it used to fail
+    after the commit), and its asset must be the one canonical URI of the list, whose order
+    the user chose. pyiceberg, on the metastore itself, judges what was committed.
+    """
+    from airflow.sdk import AssetAlias
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+    from tests.integration.catalog_connections import hive_connection, hive_reader
+    from tests.integration.in_process import execute
+    from tests.integration.robustness_dags.iceberg_robustness import QUICK_START
+
+    port = hive_metastore.port
+    connection = hive_connection(hive_metastore)
+    connection["host"] = f"thrift://LOCALHOST:{port},thrift://127.0.0.1:{port}"
+    monkeypatch.setenv("AIRFLOW_CONN_HIVE_LIST", json.dumps(connection))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connection()))
+    hive_reader(hive_metastore).create_namespace_if_not_exists("lineage")
+    operator = IcebergCreateTableOperator(
+        task_id="create_on_a_metastore_list",
+        table="lineage.Events",
+        iceberg_conn_id="hive_list",
+        mode="create_or_replace",
+        source_query="SELECT id, CAST(id * 10 AS BIGINT) AS amount FROM range(3)",
+        conf=QUICK_START,
+    )
+    events = OutletEventAccessors()
+    result = execute(operator, outlet_events=events)
+
+    table = hive_reader(hive_metastore).load_table("lineage.events")
+    assert result["snapshot_id"] == table.current_snapshot().snapshot_id
+    (event,) = events[AssetAlias("iceberg-table:hive_list:lineage.Events")].asset_alias_events
+    metastores = f"thrift%3A%2F%2F127.0.0.1%3A{port}%2Cthrift%3A%2F%2Flocalhost%3A{port}"  # sorted
+    assert event.dest_asset_key.uri == f"iceberg://hive/lineage/events?uri={metastores}"
+    assert event.extra["snapshot_id"] == result["snapshot_id"]
+    (output,) = operator.get_openlineage_facets_on_complete(None).outputs
+    assert (output.namespace, output.name) == ("file", urllib.parse.urlsplit(table.location()).path)
+    (symlink,) = output.facets["symlinks"].identifiers
+    assert (symlink.namespace, symlink.name) == (f"hive://127.0.0.1:{port}", "lineage.events")
