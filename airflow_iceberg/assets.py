@@ -18,10 +18,13 @@ nessie     ``uri`` and ``ref`` (the branch: another ref is another version of ev
 custom     ``impl`` (the catalog-impl class), ``uri`` and ``warehouse`` when set
 =========  ==========================================================================
 
-URIs inside the identity are reduced to scheme, host, port and path: user info, query strings
-and fragments are dropped, so credentials a user put into a URI never reach an asset. Query
-parameters are sorted and percent-encoded, which is the form Airflow normalises every asset
-URI to, so :func:`table_asset_uri` and ``Asset("iceberg://...")`` written by hand agree.
+URIs and locations inside the identity go through :mod:`airflow_iceberg.naming`, the normaliser
+the OpenLineage names share: scheme, host, port (the default one made explicit) and path, no
+user info, query string or fragment, so credentials a user put into a URI never reach an asset,
+and a list of Hive metastores is one catalog whatever its order. Hive and Glue store names in
+lower case, so their namespace and table are lower-cased. Query parameters are sorted and
+percent-encoded, which is the form Airflow normalises every asset URI to, so
+:func:`table_asset_uri` and ``Asset("iceberg://...")`` written by hand agree.
 
 This module is pure and light (no Airflow, pyiceberg or pyspark import at module level): Airflow
 calls :func:`sanitize_uri` whenever a DAG file creates an ``iceberg://`` asset.
@@ -29,12 +32,19 @@ calls :func:`sanitize_uri` whenever a DAG file creates an ``iceberg://`` asset.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg.catalog.config import field_error
 from airflow_iceberg.jobs.job_spec import split_identifier
+from airflow_iceberg.naming import (
+    catalog_location_dataset,
+    hive_namespace,
+    normalize_location,
+    normalize_uri,
+    table_location_dataset,
+)
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -54,7 +64,8 @@ _REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
     "custom": (("impl",),),
 }
 _ALLOWED = {"warehouse", "uri", "catalog", "id", "region", "endpoint", "ref", "impl", "metastore"}
-_SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re.IGNORECASE)
+#: Catalogs that store namespace and table names in lower case (Hive's metastore, AWS Glue).
+CASE_FOLDING_KINDS = ("hive", "glue")
 #: Template for a consumer DAG scheduled on one table's asset: the snapshot id of the newest event
 #: that triggered the run (the commit a producer made). Use it as ``snapshot_id`` of
 #: :class:`~airflow_iceberg.operators.IcebergTimeTravelReadOperator` to read exactly that commit.
@@ -80,11 +91,15 @@ def split_table(identifier: str, catalog_names: Sequence[str] = ()) -> tuple[str
 
 
 def catalog_identity(config: CatalogConfig) -> tuple[str, dict[str, str]]:
-    """The catalog type and the query parameters that identify the catalog, free of secrets."""
+    """The catalog type and the query parameters that identify the catalog, free of secrets.
+
+    Raises :class:`~airflow_iceberg.exceptions.InvalidCatalogConfigError` naming the connection
+    field whose URI or location cannot be normalised (a port that is not a number).
+    """
     kind = config.kind
     props = config.catalog_properties
-    warehouse = normalize_location(config.warehouse) if config.warehouse else None
-    uri = normalize_uri(config.uri) if config.uri else None
+    warehouse = _normalized(normalize_location, config.warehouse, "warehouse")
+    uri = _normalized(normalize_uri, config.uri, "host")
     identity: dict[str, str | None]
     if kind == "hadoop":
         identity = {"warehouse": warehouse}
@@ -92,15 +107,15 @@ def catalog_identity(config: CatalogConfig) -> tuple[str, dict[str, str]]:
         identity = (
             {"uri": uri} if uri else {"warehouse": warehouse} if warehouse else {"metastore": "hive-site"}
         )
-    elif kind == "rest":
-        identity = {"uri": uri, "warehouse": config.warehouse}  # a REST warehouse is a name, not a path
+    elif kind == "rest":  # a REST warehouse is a name the server knows, not a path
+        identity = {"uri": uri, "warehouse": config.warehouse.strip() if config.warehouse else None}
     elif kind == "jdbc":
         identity = {"uri": uri, "catalog": config.catalog_name}
     elif kind == "glue":
         identity = {
             "id": _first(props, _GLUE_ID_KEYS),
             "region": _first(props, _GLUE_REGION_KEYS),
-            "endpoint": normalize_uri(endpoint) if (endpoint := _first(props, _GLUE_ENDPOINT_KEYS)) else None,
+            "endpoint": _normalized(normalize_uri, _first(props, _GLUE_ENDPOINT_KEYS), "catalog_properties"),
         }
         if not any(identity.values()):
             identity = {"warehouse": warehouse}
@@ -117,48 +132,28 @@ def table_asset_uri(config: CatalogConfig, table: str) -> str:
     if len(parts) < 2:
         raise ValueError(f"Iceberg table {table!r} needs a namespace: namespace.table")
     kind, identity = catalog_identity(config)
-    if kind == "hive":  # the metastore stores names in lower case
-        parts = [part.lower() for part in parts]
     return build_uri(kind, parts, identity)
+
+
+def table_parts(kind: str, parts: Sequence[str]) -> list[str]:
+    """The namespace and table parts as the catalog stores them: lower case in Hive and Glue."""
+    return [part.lower() for part in parts] if kind in CASE_FOLDING_KINDS else list(parts)
 
 
 def build_uri(kind: str, parts: Sequence[str], identity: Mapping[str, str]) -> str:
     """``iceberg://kind/ns/.../table?identity``, in the form Airflow normalises asset URIs to."""
-    path = "/" + "/".join(urllib.parse.quote(part, safe="") for part in parts)
+    path = "/" + "/".join(urllib.parse.quote(part, safe="") for part in table_parts(kind, parts))
     query = urllib.parse.urlencode(sorted(identity.items()))
     return urllib.parse.urlunsplit((SCHEME, kind, path, query, ""))
 
 
-def normalize_uri(uri: str) -> str:
-    """A service URI reduced to what identifies the service: no user info, parameters or fragment.
-
-    ``jdbc:`` URIs keep their ``jdbc:<driver>:`` prefix; ``;key=value`` properties (SQL Server
-    style) are kept except those that carry credentials.
-    """
-    text = uri.strip()
-    if text.lower().startswith("jdbc:"):
-        driver, _, rest = text[5:].partition(":")
-        main, *properties = rest.split(";")
-        kept = [p for p in properties if p and not _looks_secret(p.split("=", 1)[0])]
-        return ";".join([f"jdbc:{driver.lower()}:{normalize_uri(main)}", *kept])
-    parts = urllib.parse.urlsplit(text)
-    if not parts.scheme and not parts.netloc:
-        return parts.path.rstrip("/")
-    host = (parts.hostname or "").lower()
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
-
-
-def normalize_location(location: str) -> str:
-    """A warehouse or table location as a URI: ``/wh`` and ``file:/wh`` become ``file:///wh``."""
-    text = location.strip()
-    if text.startswith("/"):
-        text = "file://" + text
-    elif text.startswith("file:") and not text.startswith("file://"):
-        text = "file:///" + text[5:].lstrip("/")
-    return normalize_uri(text)
+def _normalized(normalize: Any, value: str | None, field: str) -> str | None:
+    if not value:
+        return None
+    try:
+        return normalize(value)
+    except ValueError as error:
+        raise field_error(field, f"cannot name the catalog for its assets and lineage: {error}") from error
 
 
 # --------------------------------------------------------------------------- Airflow hooks
@@ -167,9 +162,12 @@ def normalize_location(location: str) -> str:
 def sanitize_uri(uri: SplitResult) -> SplitResult:
     """Airflow's normaliser for ``iceberg://`` URIs: validate the form, canonicalise the identity.
 
-    Raises ``ValueError`` (Airflow reports it as an invalid asset) for an unknown catalog type, a
-    path without namespace and table, a missing identity parameter, or a parameter that could
-    carry a secret.
+    The identity's URIs and locations go through the same normaliser as the operators' (so a
+    default port, a trailing slash or a list of metastores in another order changes nothing),
+    and a Hive or Glue table's name is lower-cased as those catalogs store it. Raises
+    ``ValueError`` (Airflow reports it as an invalid asset) for an unknown catalog type, a path
+    without namespace and table, a missing identity parameter, or a parameter that could carry
+    a secret.
     """
     kind = uri.netloc.lower()
     if kind not in KINDS:
@@ -191,8 +189,9 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
         params["uri"] = normalize_uri(params["uri"])
     if "endpoint" in params:
         params["endpoint"] = normalize_uri(params["endpoint"])
-    if "warehouse" in params and kind != "rest":
-        params["warehouse"] = normalize_location(params["warehouse"])
+    if "warehouse" in params:  # a REST warehouse is a name, any other a location
+        warehouse = params["warehouse"]
+        params["warehouse"] = warehouse.strip() if kind == "rest" else normalize_location(warehouse)
     canonical = urllib.parse.urlsplit(build_uri(kind, parts, params))
     return uri._replace(netloc=canonical.netloc, path=canonical.path, query=canonical.query, fragment="")
 
@@ -256,37 +255,25 @@ def parse_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
 def asset_dataset_name(uri: str) -> tuple[str, str]:
     """OpenLineage (namespace, name) for an asset URI: by location for Hadoop, else by catalog."""
     kind, parts, identity = parse_uri(uri)
-    if kind == "hadoop":  # the parts are joined after parsing: a name may hold '?', '#' or '%'
-        namespace, base = location_dataset_name(identity["warehouse"])
-        name = "/".join([base.rstrip("/"), *parts])
-        return namespace, name if namespace == "file" else name.lstrip("/")
+    if kind == "hadoop":
+        return table_location_dataset(identity["warehouse"], parts)
     return catalog_symlink(kind, parts, identity)
-
-
-def location_dataset_name(location: str) -> tuple[str, str]:
-    """OpenLineage's file-system naming of a table location, as openlineage-spark applies it.
-
-    ``file:///wh/db/t`` → (``file``, ``/wh/db/t``); ``s3a://bucket/wh/t`` → (``s3://bucket``,
-    ``wh/t``); ``hdfs://nn:8020/wh/t`` → (``hdfs://nn:8020``, ``wh/t``).
-    """
-    parsed = urllib.parse.urlsplit(normalize_location(location))
-    scheme = {"s3a": "s3", "s3n": "s3"}.get(parsed.scheme, parsed.scheme)
-    if scheme == "file" or not parsed.netloc:
-        return "file", parsed.path or "/"
-    return f"{scheme}://{parsed.netloc}", parsed.path.lstrip("/")
 
 
 def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]) -> tuple[str, str]:
     """OpenLineage (namespace, name) of a table by its catalog: the ``symlinks`` facet's TABLE entry.
 
-    Hive uses OpenLineage's ``hive://host:port`` namespace and Glue its ARN namespace, as
-    openlineage-spark does; other catalogs are named by the catalog URI (plus warehouse, ref or
-    JDBC catalog name when those tell catalogs apart), all without secrets.
+    As openlineage-spark names them: Hive under ``hive://host:port``, Glue under its ARN
+    (``arn:aws:glue:<region>:<id>``, name ``table/<ns>/<table>``), a Hadoop catalog under its
+    warehouse (``file:/wh``, ``s3://bucket/wh``). Other catalogs are named by the catalog URI
+    (plus warehouse, ref or JDBC catalog name when those tell catalogs apart), all without secrets.
     """
+    parts = table_parts(kind, parts)
     name = ".".join(parts)
     if kind == "hive" and identity.get("uri"):
-        parsed = urllib.parse.urlsplit(identity["uri"])
-        return f"hive://{parsed.netloc}", name
+        return hive_namespace(identity["uri"]), name
+    if kind == "hadoop" and identity.get("warehouse"):
+        return catalog_location_dataset(identity["warehouse"], name)
     if kind == "glue" and identity.get("region") and identity.get("id"):
         return f"arn:aws:glue:{identity['region']}:{identity['id']}", f"table/{'/'.join(parts)}"
     base = identity.get("uri") or identity.get("warehouse") or identity.get("impl") or kind
@@ -303,7 +290,3 @@ def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]
 
 def _first(props: Mapping[str, str], keys: Sequence[str]) -> str | None:
     return next((props[key] for key in keys if props.get(key)), None)
-
-
-def _looks_secret(key: str) -> bool:
-    return bool(_SECRET_WORDS.search(key))

@@ -26,21 +26,12 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from airflow_iceberg.catalog.config import CatalogConfig
 from airflow_iceberg.catalog.spark_settings import catalog_properties, is_secret_property
+from airflow_iceberg.naming import DEFAULT_PORTS  # ports assumed when a URI names none
 
 #: Seconds for each connect or call.
 TIMEOUT_SECONDS = 5.0
 #: Seconds for a whole check, whatever the client library does.
 DEADLINE_SECONDS = 10.0
-#: Ports assumed when a URI names none.
-DEFAULT_PORTS = {
-    "thrift": 9083,
-    "postgresql": 5432,
-    "mysql": 3306,
-    "mariadb": 3306,
-    "sqlserver": 1433,
-    "http": 80,
-    "https": 443,
-}
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         spec = self.build_spec().validated()  # bad input fails here, before any JVM starts
         settings = self.catalog_settings()
         spec = self.qualify_spec(spec, settings.catalog_names).validated()
+        configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
+        lineage = self.plan_lineage(spec, configs)  # every written table's asset URI, before Spark starts
         over_connect = is_spark_connect(self._conn_id)
         if over_connect:
             refused = connect_refusal(spec)
@@ -157,8 +159,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 f"{spec.table}: the job exited without reporting a result. The result file is written "
                 "by the driver, so it is only available in local and client deploy modes"
             )
-        configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
-        self.finish_lineage(context, spec, result, configs)  # asset events, OpenLineage
+        self.finish_lineage(context, lineage, spec, result)  # asset events, OpenLineage; never raises
         self.log_result(result)
         return result
 

@@ -3,10 +3,17 @@
 A table's asset URI needs its catalog's identity, which is in the connection, and DAG parsing
 must not look connections up. So at parse time an operator only declares an
 :class:`~airflow.sdk.AssetAlias` per table (``iceberg-table:<conn id>:<table>``, the template
-text for a templated table). At run time, once the job has committed, the real ``iceberg://``
-asset is attached to that alias with an event whose extra is the commit: snapshot id,
-operation, counts, commit id. Airflow then triggers every DAG scheduled on the asset (or on the
-alias).
+text for a templated table). At run time, *before* the job starts, every written table's
+``iceberg://`` URI is named from the connections (:meth:`TableLineageMixin.plan_lineage`): a
+connection whose catalog cannot be named fails the task there, while nothing is committed.
+Once the job has committed, that asset is attached to its alias with an event whose extra is the
+commit: snapshot id, operation, counts, commit id. Airflow then triggers every DAG scheduled on
+the asset (or on the alias).
+
+After the commit nothing here fails the task (:meth:`TableLineageMixin.finish_lineage`): the
+table has changed, and a failed task would tell Airflow, and its retries, that it has not. An
+asset event or OpenLineage dataset that cannot be made is logged as a warning that says why and
+what it means.
 
 :class:`TableLineageMixin` is the whole mechanism; an operator opts in with the class
 attributes ``writes_table`` (its ``table`` is an outlet) and ``reads_table`` (an inlet).
@@ -15,15 +22,13 @@ attributes ``writes_table`` (its ``table`` is an outlet) and ``reads_table`` (an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_iceberg.assets import (
-    catalog_symlink,
-    location_dataset_name,
-    split_table,
-    table_asset_uri,
-)
+from airflow_iceberg.assets import catalog_symlink, parse_uri, split_table, table_asset_uri
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.naming import location_dataset
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -44,6 +49,14 @@ EVENT_KEYS = (
     "deleted_data_files",
     "total_data_files",
     "reused_earlier_commit",
+)
+#: What the log says when a commit's asset event could not be added (table, reason, snapshot,
+#: asset URI, alias, extra): the commit stands, the DAGs scheduled on the asset do not run.
+SKIPPED_EVENT_WARNING = (
+    "No asset event for %s: %s. Snapshot %s is committed and stays committed, but DAGs scheduled "
+    "on %s (or on the alias %s) are not triggered by it, and the asset's history does not show "
+    "it. To trigger them, create the event by hand (the asset's page in the UI, or "
+    "POST /api/v2/assets/events) with this extra: %s"
 )
 
 
@@ -67,13 +80,46 @@ def committed_ref(commit: Mapping[str, Any]) -> str:
     return str(commit.get("target_branch") or commit.get("branch") or "main")
 
 
+def table_asset_uri_in(table: str, configs: Mapping[str, CatalogConfig]) -> str:
+    """The ``iceberg://`` URI of a table qualified by one of ``configs``' catalogs (else the first's)."""
+    catalog, _ = split_table(table, list(configs))
+    config = configs[catalog] if catalog else next(iter(configs.values()))
+    return table_asset_uri(config, table)
+
+
+@dataclass(frozen=True)
+class WrittenTable:
+    """A declared outlet alias, the qualified table it stands for in this run, and that table's URI.
+
+    ``table`` and ``uri`` are None when an optional table (a templated ``sink_table``) rendered empty.
+    """
+
+    alias: str
+    table: str | None
+    uri: str | None
+
+
+@dataclass(frozen=True)
+class LineagePlan:
+    """Every asset URI a task needs, named from its connections before its job runs.
+
+    ``written`` follows the declared outlet aliases. ``uris`` has every table the task names
+    (written, read, source) for the OpenLineage symlinks; a table that is only read and whose
+    catalog cannot be named is missing from it, and its dataset then carries no symlink.
+    """
+
+    written: tuple[WrittenTable, ...] = ()
+    uris: Mapping[str, str] = field(default_factory=dict)
+
+
 class TableLineageMixin:
     """Declare a task's tables as asset aliases; at run time emit their assets and OpenLineage facets.
 
     The host operator provides ``table``, ``iceberg_conn_id`` and ``inlets``/``outlets``; it calls
-    :meth:`declare_table_assets` at the end of ``__init__`` and :meth:`finish_lineage` after a
-    successful job, with its catalogs by Spark catalog name. Subclasses that write more tables
-    call :meth:`declare_written_table` and override :meth:`written_commits` to match.
+    :meth:`declare_table_assets` at the end of ``__init__``, :meth:`plan_lineage` before the job
+    runs (with its catalogs by Spark catalog name) and :meth:`finish_lineage` after a successful
+    job. Subclasses that write more tables call :meth:`declare_written_table` and override
+    :meth:`written_commits` and :meth:`written_table_names` to match.
     """
 
     #: The task's ``table`` is written: declare it as an outlet and emit an asset event per commit.
@@ -115,56 +161,113 @@ class TableLineageMixin:
         """The commit in the job's result for each of :meth:`written_tables`, in the same order."""
         return [result] if self.writes_table else []
 
+    def written_table_names(self, spec: Any) -> list[str | None]:
+        """The qualified table behind each of :meth:`written_tables`, from the (rendered) job spec."""
+        return [spec.table] if self.writes_table else []
+
+    def read_table_names(self, spec: Any) -> list[str]:
+        """The qualified tables the job reads: a read's table, and a write's or merge's source table."""
+        source = getattr(getattr(spec, "source", None), "table", None)
+        return [*([spec.table] if self.reads_table else []), *([source] if source else [])]
+
     # ------------------------------------------------------------------ run time
 
-    def table_asset_uri(self, table: str, configs: Mapping[str, CatalogConfig]) -> str:
-        """The ``iceberg://`` URI of a qualified table (``catalog.namespace.table``)."""
-        catalog, _ = split_table(table, list(configs))
-        config = configs[catalog] if catalog else next(iter(configs.values()))
-        return table_asset_uri(config, table)
+    def plan_lineage(self, spec: Any, configs: Mapping[str, CatalogConfig]) -> LineagePlan:
+        """Name each written table's asset before the job runs, so that a failure here changes nothing.
 
-    def emit_table_events(
-        self, context: Context, result: Mapping[str, Any], configs: Mapping[str, CatalogConfig]
-    ) -> None:
-        """Attach each committed table's asset, with the commit as extra, to its declared alias."""
+        A table's URI is a function of its connection and its name alone. A written table whose
+        catalog cannot be named raises :class:`InvalidCatalogConfigError` naming the connection
+        field; a table that is only read loses its OpenLineage symlink instead, with a warning.
+        """
+        written, uris = [], {}
+        for alias, table in zip(self.table_alias_names, self.written_table_names(spec), strict=False):
+            uri = None
+            if table:
+                try:
+                    uri = uris[table] = table_asset_uri_in(table, configs)
+                except ValueError as error:  # InvalidCatalogConfigError is one
+                    raise InvalidCatalogConfigError(
+                        f"{table}: cannot name its asset, so nothing was run: {error}"
+                    ) from error
+            written.append(WrittenTable(alias=alias, table=table, uri=uri))
+        for table in self.read_table_names(spec):
+            if table not in uris:
+                try:
+                    uris[table] = table_asset_uri_in(table, configs)
+                except ValueError as error:
+                    self.log.warning("No OpenLineage symlink for %s: %s", table, error)  # type: ignore[attr-defined]
+        return LineagePlan(written=tuple(written), uris=uris)
+
+    def emit_table_events(self, context: Context, result: Mapping[str, Any], plan: LineagePlan) -> None:
+        """Attach each committed table's asset, with the commit as extra, to its declared alias.
+
+        A table whose event cannot be added is logged (:data:`SKIPPED_EVENT_WARNING`), and the
+        other tables still get theirs.
+        """
         from airflow.sdk import Asset, AssetAlias
 
         outlet_events = context.get("outlet_events")
         if outlet_events is None:
             return
-        for alias, commit in zip(self.table_alias_names, self.written_commits(result), strict=False):
+        for written, commit in zip(plan.written, self.written_commits(result), strict=False):
             if not commit or commit.get("snapshot_id") is None or committed_ref(commit) != "main":
                 continue  # nothing committed, or committed to an audit branch: readers of main see no change
-            table = str(commit["table"])
-            uri = self.table_asset_uri(table, configs)
-            outlet_events[AssetAlias(alias)].add(Asset(name=uri, uri=uri), extra=event_extra(table, commit))
-            self.log.info("Asset event for %s: %s (alias %s)", table, uri, alias)  # type: ignore[attr-defined]
+            table = str(commit.get("table") or written.table)
+            extra = event_extra(table, commit)
+            try:
+                if written.uri is None:
+                    raise ValueError("no asset URI was named for it before the job ran")
+                asset = Asset(name=written.uri, uri=written.uri)
+                outlet_events[AssetAlias(written.alias)].add(asset, extra=extra)
+            except Exception as error:
+                self.log.warning(  # type: ignore[attr-defined]
+                    SKIPPED_EVENT_WARNING,
+                    table,
+                    _reason(error),
+                    commit.get("snapshot_id"),
+                    written.uri or "the table's asset",
+                    written.alias,
+                    extra,
+                )
+                continue
+            self.log.info("Asset event for %s: %s (alias %s)", table, written.uri, written.alias)  # type: ignore[attr-defined]
 
-    def finish_lineage(
-        self, context: Context, spec: Any, result: dict[str, Any], configs: Mapping[str, CatalogConfig]
-    ) -> None:
-        """After a successful job: emit asset events and keep the OpenLineage datasets.
+    def finish_lineage(self, context: Context, plan: LineagePlan, spec: Any, result: dict[str, Any]) -> None:
+        """After a successful job: emit asset events and keep the OpenLineage datasets. Never raises.
 
-        Pops the job's ``lineage`` description from ``result`` (it is not part of the XCom).
-        Lineage is never worth failing a task that committed, so errors are logged, not raised.
+        Pops the job's ``lineage`` description from ``result`` (it is not part of the XCom). The
+        job has committed by now, so an error here is a warning: failing the task would make
+        Airflow, and a retry, take a changed table for an unchanged one.
         """
         described = result.pop("lineage", None) or {}
-        self.emit_table_events(context, result, configs)
         try:
-            inputs: list[tuple[str, int | None]] = []
-            if self.reads_table:
-                inputs.append((spec.table, result.get("snapshot_id")))
-            source = getattr(getattr(spec, "source", None), "table", None)
-            if source:
-                inputs.append((source, None))
+            self.emit_table_events(context, result, plan)
+        except Exception as error:
+            self.log.warning(  # type: ignore[attr-defined]
+                "No asset events for this task's commits: %s. The commits stay, but DAGs scheduled on "
+                "their tables' assets are not triggered by them",
+                _reason(error),
+                exc_info=True,
+            )
+        try:
+            read_version = result.get("snapshot_id") if self.reads_table else None  # a read's snapshot
+            inputs = [
+                (table, read_version if index == 0 else None)
+                for index, table in enumerate(self.read_table_names(spec))
+            ]
             outputs = [
                 (str(commit["table"]), commit.get("snapshot_id"))
                 for commit in self.written_commits(result)
                 if commit and commit.get("table")
             ]
-            self.record_lineage(described, inputs, outputs, configs)
-        except Exception:
-            self.log.warning("Could not build OpenLineage datasets", exc_info=True)  # type: ignore[attr-defined]
+            self.record_lineage(described, inputs, outputs, plan.uris)
+        except Exception as error:
+            self.log.warning(  # type: ignore[attr-defined]
+                "No OpenLineage datasets for this task: %s. Its OpenLineage events name no tables; "
+                "the commits and their asset events are not affected",
+                _reason(error),
+                exc_info=True,
+            )
 
     # ------------------------------------------------------------------ OpenLineage
 
@@ -184,7 +287,7 @@ class TableLineageMixin:
         described: Mapping[str, Mapping[str, Any]],
         inputs: Sequence[tuple[str, int | None]],
         outputs: Sequence[tuple[str, int | None]],
-        configs: Mapping[str, CatalogConfig],
+        uris: Mapping[str, str],
     ) -> None:
         """Remember the OpenLineage datasets of this run for ``get_openlineage_facets_on_complete``."""
         try:
@@ -195,24 +298,24 @@ class TableLineageMixin:
             [
                 InputDataset(**ol)
                 for t, v in inputs
-                if (ol := openlineage_dataset(t, described.get(t), v, configs, self.table_asset_uri))
+                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
             ],
             [
                 OutputDataset(**ol)
                 for t, v in outputs
-                if (ol := openlineage_dataset(t, described.get(t), v, configs, self.table_asset_uri))
+                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
             ],
         )
 
 
 def openlineage_dataset(
-    table: str,
-    description: Mapping[str, Any] | None,
-    snapshot_id: int | None,
-    configs: Mapping[str, CatalogConfig],
-    uri_of: Any,
+    description: Mapping[str, Any] | None, snapshot_id: int | None, asset_uri: str | None
 ) -> dict[str, Any] | None:
-    """``namespace``, ``name`` and ``facets`` of one table for an OpenLineage dataset."""
+    """``namespace``, ``name`` and ``facets`` of one table for an OpenLineage dataset.
+
+    The dataset is named by the table's storage location (from the job's ``description``); its
+    ``symlinks`` facet names it by its catalog, from its asset URI, when it has one.
+    """
     if not description or not description.get("location"):
         return None
     from airflow.providers.common.compat.openlineage.facet import (
@@ -223,15 +326,8 @@ def openlineage_dataset(
     )
     from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
 
-    from airflow_iceberg.assets import parse_uri
-
-    namespace, name = location_dataset_name(str(description["location"]))
-    kind, parts, identity = parse_uri(uri_of(table, configs))
-    symlink_namespace, symlink_name = catalog_symlink(kind, parts, identity)
+    namespace, name = location_dataset(str(description["location"]))
     facets: dict[str, Any] = {
-        "symlinks": SymlinksDatasetFacet(
-            identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
-        ),
         "schema": SchemaDatasetFacet(
             fields=[
                 SchemaDatasetFacetFields(name=f["name"], type=f["type"])
@@ -239,10 +335,19 @@ def openlineage_dataset(
             ]
         ),
     }
+    if asset_uri:
+        symlink_namespace, symlink_name = catalog_symlink(*parse_uri(asset_uri))
+        facets["symlinks"] = SymlinksDatasetFacet(
+            identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
+        )
     version = snapshot_id if snapshot_id is not None else description.get("snapshot_id")
     if version is not None:
         facets["version"] = DatasetVersionDatasetFacet(datasetVersion=str(version))
     return {"namespace": namespace, "name": name, "facets": facets}
 
 
-__all__ = ["TableLineageMixin", "event_extra", "table_alias_name"]
+def _reason(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+__all__ = ["LineagePlan", "TableLineageMixin", "WrittenTable", "event_extra", "table_alias_name"]

@@ -81,6 +81,10 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         sink = result.get("sink")
         return [sink if sink and sink.get("table") else None]
 
+    def written_table_names(self, spec: Any) -> list[str | None]:
+        """The sink table behind that alias, qualified (None when a templated one rendered empty)."""
+        return [getattr(spec, "sink_table", None)] if self.table_alias_names else []
+
     def selectors(self) -> dict[str, Any]:
         """Which rows to read, as :class:`ReadSpec` fields; none means the current snapshot."""
         return {}

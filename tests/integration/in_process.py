@@ -27,8 +27,11 @@ class FakeTaskInstance:
     try_number: int = 1
 
 
-def execute(operator: Any, timeout: float = EXECUTE_TIMEOUT_SECONDS) -> Any:
-    """``operator.execute`` with a minimal context; ``on_kill`` fires if it runs past ``timeout``."""
+def execute(operator: Any, timeout: float = EXECUTE_TIMEOUT_SECONDS, **context: Any) -> Any:
+    """``operator.execute`` with a minimal context (plus ``context``, e.g. ``outlet_events``).
+
+    ``on_kill`` fires if it runs past ``timeout``.
+    """
     ti = FakeTaskInstance(dag_id="robust_bad_input", task_id=operator.task_id)
     timed_out = threading.Event()
 
@@ -40,7 +43,7 @@ def execute(operator: Any, timeout: float = EXECUTE_TIMEOUT_SECONDS) -> Any:
     watchdog.daemon = True
     watchdog.start()
     try:
-        return operator.execute({"ti": ti})
+        return operator.execute({"ti": ti, **context})
     finally:
         watchdog.cancel()
         if timed_out.is_set():

@@ -8,6 +8,8 @@ the independent witness of which snapshot was committed.
 
 Meanwhile a deferrable snapshot sensor waits in the real triggerer for a commit made outside
 Airflow, by pyiceberg into a SQL (JDBC) catalog: commits that fail its filters do not wake it.
+A second sensor waits in reschedule mode, each poke a new task process: the commit made between
+two of its pokes is the one it reports (its baseline is kept in Airflow's task state store).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.parse
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,6 +33,7 @@ from tests.integration.airflow_services import AirflowDeployment
 ASSET_DAGS = REPO / "tests" / "integration" / "asset_dags"
 PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
 SENSOR, SENSOR_TASK = "iceberg_snapshot_sensor", "wait_for_tagged_append"
+RESCHEDULED, RESCHEDULED_TASK = "iceberg_snapshot_sensor_rescheduled", "wait_between_pokes"
 WATCHER = "iceberg_asset_watcher"
 TAG = {"writer": "outside-airflow"}
 RUN_TIMEOUT_SECONDS = 300
@@ -69,6 +73,8 @@ def deployment(tmp_path_factory):
     outside.create_namespace("db")
     external = outside.create_table("db.external", schema=_rows(0).schema)
     external.append(_rows(0))  # the sensor waits for a commit after this one
+    rescheduled = outside.create_table("db.rescheduled", schema=_rows(0).schema)
+    rescheduled.append(_rows(0))  # the reschedule-mode sensor's baseline
     env = {
         **os.environ,
         "AIRFLOW_CONN_SQL_CATALOG": json.dumps(sql_connection),
@@ -92,10 +98,17 @@ def deployment(tmp_path_factory):
         )
         started = time.monotonic()
         airflow.cli("dags", "trigger", SENSOR)
+        airflow.cli("dags", "trigger", RESCHEDULED)
         airflow.cli("dags", "trigger", PRODUCER)
         airflow.wait_for(
             lambda: _sensor_state(airflow) == "deferred", "the sensor to defer", RUN_TIMEOUT_SECONDS
         )
+        # the reschedule-mode sensor has poked at least once and waits for its next poke: commit now
+        airflow.wait_for(
+            lambda: _between_two_pokes(airflow), "the reschedule-mode sensor to wait", RUN_TIMEOUT_SECONDS
+        )
+        rescheduled.append(_rows(12))
+        between_pokes = (rescheduled.current_snapshot().snapshot_id, _rescheduled_pokes(airflow))
         # commits that fail the filters (untagged append; tagged delete) must not wake it
         external.append(_rows(3))
         external.delete("id >= 0", snapshot_properties=TAG)
@@ -111,25 +124,61 @@ def deployment(tmp_path_factory):
         assert airflow.wait_for_dag_run(SENSOR, RUN_TIMEOUT_SECONDS)[1] == "success", (
             airflow.task_log(SENSOR, SENSOR_TASK)[-5000:] + airflow.logs()
         )
+        assert airflow.wait_for_dag_run(RESCHEDULED, RUN_TIMEOUT_SECONDS)[1] == "success", (
+            airflow.task_log(RESCHEDULED, RESCHEDULED_TASK)[-5000:] + airflow.logs()
+        )
         print(f"producer, consumer and sensor finished in {time.monotonic() - started:.0f}s")
         airflow.wait_for(lambda: airflow.dag_runs(WATCHER), "a run of the watcher DAG", RUN_TIMEOUT_SECONDS)
-        yield airflow, warehouse, lineage_file, tagged, outside_commits
+        yield airflow, warehouse, lineage_file, tagged, outside_commits, between_pokes
 
 
 def _sensor_state(airflow: AirflowDeployment) -> str | None:
-    rows = airflow.query("SELECT state FROM task_instance WHERE dag_id = ?", SENSOR)
+    return _state(airflow, SENSOR)
+
+
+def _state(airflow: AirflowDeployment, dag_id: str) -> str | None:
+    rows = airflow.query("SELECT state FROM task_instance WHERE dag_id = ?", dag_id)
     return rows[0][0] if rows else None
 
 
+def _between_two_pokes(airflow: AirflowDeployment) -> bool:
+    state = _state(airflow, RESCHEDULED)
+    assert state not in ("failed", "success"), airflow.task_log(RESCHEDULED, RESCHEDULED_TASK)[-5000:]
+    return state == "up_for_reschedule" and _rescheduled_pokes(airflow) >= 1
+
+
+def _rescheduled_pokes(airflow: AirflowDeployment) -> int:
+    """Pokes of the reschedule-mode sensor that ended in a reschedule (Airflow records each)."""
+    rows = airflow.query(
+        "SELECT COUNT(*) FROM task_reschedule JOIN task_instance ON task_instance.id = task_reschedule.ti_id "
+        "WHERE task_instance.dag_id = ?",
+        RESCHEDULED,
+    )
+    return rows[0][0] if rows else 0
+
+
 def test_the_sensor_fired_in_the_triggerer_on_the_outside_commit_that_passes_its_filters(deployment):
-    airflow, _, _, tagged, _ = deployment
+    airflow, _, _, tagged, *_ = deployment
     event = airflow.xcom(SENSOR, SENSOR_TASK)
     assert (event["snapshot_id"], event["operation"]) == (tagged, "append")
     assert event["summary"]["writer"] == "outside-airflow"
 
 
+def test_the_rescheduled_sensor_reported_the_commit_made_between_two_of_its_pokes(deployment):
+    airflow, *_, (committed, pokes_before_the_commit) = deployment
+    event = airflow.xcom(RESCHEDULED, RESCHEDULED_TASK)
+    assert event["snapshot_id"] == committed and event["matching_snapshot_ids"] == [committed]
+    assert pokes_before_the_commit >= 1 and _rescheduled_pokes(airflow) >= pokes_before_the_commit
+    ((stored,),) = airflow.query(
+        "SELECT value FROM task_state_store WHERE dag_id = ? AND key = ?",
+        RESCHEDULED,
+        "airflow_iceberg.snapshot_sensor.baseline",
+    )
+    assert json.loads(stored)["snapshot_id"] == event["parent_snapshot_id"]  # the head at the first poke
+
+
 def test_the_asset_watcher_turned_an_outside_commit_into_an_asset_event_and_a_run(deployment):
-    airflow, *_, outside_commits = deployment
+    airflow, *_, outside_commits, _ = deployment
     rows = airflow.query(
         "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
         "WHERE asset.uri LIKE 'iceberg://jdbc/db/external%'"
@@ -196,10 +245,58 @@ def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deploymen
             ("amount", "bigint"),
         ]
         (symlink,) = dataset["facets"]["symlinks"]["identifiers"]
-        assert symlink == {"namespace": f"file://{warehouse}", "name": "db.events", "type": "TABLE"}
+        # openlineage-spark's name for a Hadoop catalog's table: file:<warehouse path>, ns.table
+        assert symlink == {"namespace": f"file:{warehouse}", "name": "db.events", "type": "TABLE"}
 
 
 def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):
     airflow, *_ = deployment
     log = airflow.task_log(PRODUCER, "create")
     assert "spark.openlineage.parentJobName" in log and f"{PRODUCER}.create" in log, log[-5000:]
+
+
+def test_a_real_commit_through_a_hive_metastore_list_returns_its_xcom_and_emits_one_asset(
+    hive_metastore, monkeypatch
+):
+    """In-process, real spark-submit: a Hive catalog on a metastore list, as the docs allow.
+
+    The list names one real metastore twice (``localhost`` and ``127.0.0.1``), so Spark's Hive
+    client commits whichever it tries first. The task must return its XCom (it used to fail
+    after the commit), and its asset must be the one canonical URI of the list, whose order
+    the user chose. pyiceberg, on the metastore itself, judges what was committed.
+    """
+    from airflow.sdk import AssetAlias
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+    from tests.integration.catalog_connections import hive_connection, hive_reader
+    from tests.integration.in_process import execute
+    from tests.integration.robustness_dags.iceberg_robustness import QUICK_START
+
+    port = hive_metastore.port
+    connection = hive_connection(hive_metastore)
+    connection["host"] = f"thrift://LOCALHOST:{port},thrift://127.0.0.1:{port}"
+    monkeypatch.setenv("AIRFLOW_CONN_HIVE_LIST", json.dumps(connection))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connection()))
+    hive_reader(hive_metastore).create_namespace_if_not_exists("lineage")
+    operator = IcebergCreateTableOperator(
+        task_id="create_on_a_metastore_list",
+        table="lineage.Events",
+        iceberg_conn_id="hive_list",
+        mode="create_or_replace",
+        source_query="SELECT id, CAST(id * 10 AS BIGINT) AS amount FROM range(3)",
+        conf=QUICK_START,
+    )
+    events = OutletEventAccessors()
+    result = execute(operator, outlet_events=events)
+
+    table = hive_reader(hive_metastore).load_table("lineage.events")
+    assert result["snapshot_id"] == table.current_snapshot().snapshot_id
+    (event,) = events[AssetAlias("iceberg-table:hive_list:lineage.Events")].asset_alias_events
+    metastores = f"thrift%3A%2F%2F127.0.0.1%3A{port}%2Cthrift%3A%2F%2Flocalhost%3A{port}"  # sorted
+    assert event.dest_asset_key.uri == f"iceberg://hive/lineage/events?uri={metastores}"
+    assert event.extra["snapshot_id"] == result["snapshot_id"]
+    (output,) = operator.get_openlineage_facets_on_complete(None).outputs
+    assert (output.namespace, output.name) == ("file", urllib.parse.urlsplit(table.location()).path)
+    (symlink,) = output.facets["symlinks"].identifiers
+    assert (symlink.namespace, symlink.name) == (f"hive://127.0.0.1:{port}", "lineage.events")

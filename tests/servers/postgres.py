@@ -179,15 +179,7 @@ class PostgresServer(StartStop):
                 os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
             run_to_completion(self._initdb_argv(pg_bin), log_path=self.log_path, timeout=120, user=run_as)
             self.port = free_port()
-            # SIGINT is PostgreSQL's "fast shutdown": it does not wait for clients to disconnect.
-            self.process = ManagedProcess(
-                "postgres",
-                self._server_argv(pg_bin),
-                log_path=self.log_path,
-                cwd=self.data_dir,
-                user=run_as,
-                stop_signal=signal.SIGINT,
-            ).start()
+            self.process = self._server_process(pg_bin, run_as).start()
             self.process.wait_until(self._superuser_ready, timeout=self.startup_timeout, what="socket login")
             self._create_role_and_database()
             self.process.wait_until(
@@ -196,6 +188,32 @@ class PostgresServer(StartStop):
                 what=f"password login on {self.host}:{self.port}",
             )
         return self
+
+    def interrupt(self) -> None:
+        """Stop the server but keep its cluster and port: clients are refused until :meth:`resume`.
+
+        For outage tests. The databases and everything in them survive.
+        """
+        if self.process is not None:
+            self.process.stop()
+
+    def resume(self) -> None:
+        """Start the server again after :meth:`interrupt`, on the same port and cluster."""
+        self.process = self._server_process(self.pg_bin or find_pg_bin(), _server_user()).start()
+        self.process.wait_until(
+            self._login_works, timeout=self.startup_timeout, what=f"password login on {self.host}:{self.port}"
+        )
+
+    def _server_process(self, pg_bin: Path, run_as: str | None) -> ManagedProcess:
+        # SIGINT is PostgreSQL's "fast shutdown": it does not wait for clients to disconnect.
+        return ManagedProcess(
+            "postgres",
+            self._server_argv(pg_bin),
+            log_path=self.log_path,
+            cwd=self.data_dir,
+            user=run_as,
+            stop_signal=signal.SIGINT,
+        )
 
     def _initdb_argv(self, pg_bin: Path) -> list[str | Path]:
         assert self.data_dir is not None

@@ -13,12 +13,13 @@ from airflow_iceberg.assets import (
     convert_asset_to_openlineage,
     create_asset,
     iceberg_asset,
-    location_dataset_name,
     parse_uri,
     sanitize_uri,
     table_asset_uri,
 )
 from airflow_iceberg.catalog.config import config_from_fields
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.naming import location_dataset
 
 SECRET = "SENTINEL-secret"
 
@@ -187,23 +188,98 @@ def test_real_world_names_are_one_percent_encoded_path_segment_per_part(table, p
 
 
 def test_openlineage_names_follow_openlineage_spark():
-    assert location_dataset_name("file:/wh/db/t") == ("file", "/wh/db/t")
-    assert location_dataset_name("/wh/db/t") == ("file", "/wh/db/t")
-    assert location_dataset_name("s3a://bucket/wh/db/t") == ("s3://bucket", "wh/db/t")
-    assert location_dataset_name("hdfs://nn:8020/wh/t") == ("hdfs://nn:8020", "wh/t")
+    assert location_dataset("file:/wh/db/t") == ("file", "/wh/db/t")
+    assert location_dataset("/wh/db/t") == ("file", "/wh/db/t")
+    assert location_dataset("s3a://bucket/wh/db/t") == ("s3://bucket", "wh/db/t")
+    assert location_dataset("hdfs://nn:8020/wh/t") == ("hdfs://nn:8020", "/wh/t")  # HDFS keeps the slash
     assert asset_dataset_name(_uri({"catalog_type": "hadoop", "warehouse": "/wh"})) == (
         "file",
         "/wh/db/orders",
     )
+    assert asset_dataset_name(_uri({"catalog_type": "hadoop", "warehouse": "hdfs://NN/wh/"})) == (
+        "hdfs://nn:8020",
+        "/wh/db/orders",
+    )
     assert catalog_symlink("hive", ["db", "t"], {"uri": "thrift://ms:9083"}) == ("hive://ms:9083", "db.t")
+    assert catalog_symlink("hive", ["DB", "T"], {"uri": "thrift://MS"}) == ("hive://ms:9083", "db.t")
     assert catalog_symlink("glue", ["db", "t"], {"id": "1", "region": "r"}) == (
         "arn:aws:glue:r:1",
         "table/db/t",
     )
+    assert catalog_symlink("hadoop", ["db", "t"], {"warehouse": "file:///wh"}) == ("file:/wh", "db.t")
     assert catalog_symlink("rest", ["db", "t"], {"uri": "http://r:8181", "warehouse": "wh"}) == (
         "http://r:8181?warehouse=wh",
         "db.t",
     )
+
+
+HIVE_LIST = "iceberg://hive/db/orders?uri=thrift%3A%2F%2Fa%3A9083%2Cthrift%3A%2F%2Fb%3A9083"
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "thrift://a:9083,thrift://b:9083",
+        "thrift://b:9083,thrift://a:9083",
+        "thrift://B:9083 , thrift://a",
+        "thrift://a:9083/,thrift://b,thrift://a",
+    ],
+)
+def test_a_hive_metastore_list_is_one_catalog_whatever_its_order(host):
+    assert _uri({"catalog_type": "hive"}, host) == HIVE_LIST
+    assert Asset(HIVE_LIST).uri == HIVE_LIST
+    hand_written = f"iceberg://hive/DB/Orders?uri={urllib.parse.quote(host, safe='')}"
+    assert iceberg_asset(hand_written).uri == HIVE_LIST
+
+
+@pytest.mark.parametrize(
+    ("table", "hand_written"),
+    [
+        ("db.Orders", "iceberg://hive/DB/ORDERS?uri=thrift://Metastore"),
+        ("`DB`.`orders`", "iceberg://hive/db/orders?uri=thrift://metastore:9083/"),
+    ],
+)
+def test_hive_names_are_lower_cased_in_operator_and_hand_written_uris(table, hand_written):
+    canonical = "iceberg://hive/db/orders?uri=thrift%3A%2F%2Fmetastore%3A9083"
+    assert _uri({"catalog_type": "hive"}, "thrift://metastore", table=table) == canonical
+    assert Asset(hand_written).uri == iceberg_asset(hand_written).uri == canonical
+
+
+def test_glue_names_are_lower_cased_too_but_hadoop_names_keep_their_case():
+    glue = {"catalog_type": "glue", "warehouse": "s3://b/wh", "catalog_properties": {"glue.id": "1"}}
+    assert _uri(glue, table="Sales.Orders") == "iceberg://glue/sales/orders?id=1"
+    assert Asset("iceberg://glue/Sales/Orders?id=1").uri == "iceberg://glue/sales/orders?id=1"
+    assert "/Sales/Orders?" in _uri({"catalog_type": "hadoop", "warehouse": "/wh"}, table="Sales.Orders")
+
+
+@pytest.mark.parametrize(
+    ("spellings", "canonical"),
+    [
+        (("hdfs://nn/wh", "hdfs://NN:8020/wh/", "hdfs://nn:8020//wh"), "hdfs%3A%2F%2Fnn%3A8020%2Fwh"),
+        (("s3a://bucket/wh", "s3://bucket/wh/", "s3n://bucket/wh"), "s3%3A%2F%2Fbucket%2Fwh"),
+        (
+            ("abfss://c@acct.dfs.core.windows.net/wh", "abfs://c@ACCT.dfs.core.windows.net/wh/"),
+            "abfss%3A%2F%2Fc%40acct.dfs.core.windows.net%2Fwh",
+        ),
+    ],
+)
+def test_every_spelling_of_a_warehouse_is_one_asset(spellings, canonical):
+    for warehouse in spellings:
+        uri = _uri({"catalog_type": "hadoop", "warehouse": warehouse})
+        assert uri == f"iceberg://hadoop/db/orders?warehouse={canonical}", warehouse
+        assert iceberg_asset(f"iceberg://hadoop/db/orders?warehouse={warehouse}").uri == uri
+
+
+def test_two_containers_of_one_storage_account_are_two_catalogs():
+    one = _uri({"catalog_type": "hadoop", "warehouse": "abfss://one@acct.dfs.core.windows.net/wh"})
+    two = _uri({"catalog_type": "hadoop", "warehouse": "abfss://two@acct.dfs.core.windows.net/wh"})
+    assert one != two
+
+
+def test_a_connection_whose_catalog_cannot_be_named_is_refused_naming_the_field():
+    config = config_from_fields({"catalog_type": "hive"}, host="thrift://ms:90a83")
+    with pytest.raises(InvalidCatalogConfigError, match=r"field 'host': .*'90a83'.* is not a number"):
+        table_asset_uri(config, "db.t")
 
 
 def test_iceberg_asset_names_any_spelling_like_the_operators_do():

@@ -1,4 +1,9 @@
-"""Operators as asset producers and consumers, and their OpenLineage facets (spark-submit faked)."""
+"""Operators as asset producers and consumers, and their OpenLineage facets (spark-submit faked).
+
+Each test runs the operator's real ``execute``; only ``SparkSubmitOperator.execute`` (the
+spark-submit process) is replaced, by a stand-in that writes the job's result file as the job
+would. The lineage path after a commit is what is under test: it must never fail the task.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,12 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+import structlog
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergRemoveOrphanFilesOperator,
@@ -115,7 +122,7 @@ def test_a_commit_emits_the_tables_asset_with_the_commit_as_extra(hadoop_catalog
     assert output.facets["version"].datasetVersion == "42"
     assert [(f.name, f.type) for f in output.facets["schema"].fields] == [("id", "bigint")]
     (symlink,) = output.facets["symlinks"].identifiers
-    assert (symlink.namespace, symlink.name, symlink.type) == ("file:///wh", "db.orders", "TABLE")
+    assert (symlink.namespace, symlink.name, symlink.type) == ("file:/wh", "db.orders", "TABLE")
 
 
 def test_a_read_is_an_input_at_the_snapshot_it_read_and_its_sink_an_output(hadoop_catalog):
@@ -172,3 +179,105 @@ def test_merge_delete_and_publish_are_producers_but_only_of_commits_to_main(hado
             op.execute({"outlet_events": events})
         alias_name = "iceberg-table:iceberg_catalog_default:db.t"
         assert len(events[AssetAlias(alias_name)].asset_alias_events) == events_expected, op.task_id
+
+
+def _commit(table, snapshot_id=42, **extra):
+    return {
+        "status": "success",
+        "table": table,
+        "mode": "append",
+        "snapshot_id": snapshot_id,
+        "operation": "append",
+        "summary": SUMMARY,
+        **extra,
+    }
+
+
+def _warnings(logs):
+    """Lineage's warnings (Airflow adds one of its own: execute called outside the task runner)."""
+    return [e["event"] for e in logs if e["log_level"] == "warning" and "Task Runner" not in e["event"]]
+
+
+@pytest.fixture
+def hive_list_catalog(iceberg_connection, spark_connection):
+    """A Hive catalog on two metastores, listed in Host as the docs allow (spaces included)."""
+    return iceberg_connection(
+        "hive_ha",
+        host="thrift://MS-B:9083 , thrift://ms-a",
+        extra={"catalog_name": "hms", "catalog_type": "hive", "runtime_jar": "/j.jar"},
+    )
+
+
+def test_a_commit_to_a_catalog_on_a_metastore_list_returns_its_xcom_and_emits_its_asset(hive_list_catalog):
+    op = IcebergAppendOperator(
+        task_id="append", table="DB.Orders", iceberg_conn_id=hive_list_catalog, source_query="SELECT 1"
+    )
+    result = _commit("hms.DB.Orders", lineage=_lineage("hms.DB.Orders", "hdfs://nn/wh/db.db/orders", 42))
+    events = OutletEventAccessors()
+    with _submit_returning(result), structlog.testing.capture_logs() as logs:
+        xcom = op.execute({"outlet_events": events})
+    assert xcom["snapshot_id"] == 42 and not _warnings(logs)
+    (event,) = events[AssetAlias("iceberg-table:hive_ha:DB.Orders")].asset_alias_events
+    metastores = "thrift%3A%2F%2Fms-a%3A9083%2Cthrift%3A%2F%2Fms-b%3A9083"  # one order, explicit ports
+    assert event.dest_asset_key.uri == f"iceberg://hive/db/orders?uri={metastores}"
+    (output,) = op.get_openlineage_facets_on_complete(None).outputs
+    assert (output.namespace, output.name) == ("hdfs://nn:8020", "/wh/db.db/orders")
+    (symlink,) = output.facets["symlinks"].identifiers
+    assert (symlink.namespace, symlink.name) == ("hive://ms-a:9083", "db.orders")
+
+
+def test_a_connection_whose_catalog_cannot_be_named_fails_before_spark_starts(iceberg_connection):
+    conn_id = iceberg_connection(
+        "bad_port", host="thrift://ms:90a83", extra={"catalog_type": "hive", "runtime_jar": "/j.jar"}
+    )
+    op = IcebergAppendOperator(
+        task_id="append", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1"
+    )
+    never = mock.Mock(side_effect=AssertionError("spark-submit ran"))
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", never),
+        pytest.raises(InvalidCatalogConfigError) as raised,
+    ):
+        op.execute({"outlet_events": OutletEventAccessors()})
+    assert "iceberg.db.t: cannot name its asset, so nothing was run" in str(raised.value)
+    assert "field 'host'" in str(raised.value) and "'90a83'" in str(raised.value)
+    never.assert_not_called()
+
+
+class _RefusingOutletEvents(OutletEventAccessors):
+    """Outlet events whose accessor fails, as Airflow's can (e.g. a bad alias or extra)."""
+
+    def __getitem__(self, key):
+        raise RuntimeError("the outlet events accessor is unavailable")
+
+
+def test_an_asset_event_that_cannot_be_added_is_a_warning_not_a_failed_task(hadoop_catalog):
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
+    )
+    result = _commit("lake.db.orders", lineage=_lineage("lake.db.orders", "file:/wh/db/orders", 42))
+    with _submit_returning(result), structlog.testing.capture_logs() as logs:
+        xcom = op.execute({"outlet_events": _RefusingOutletEvents()})
+    assert xcom["snapshot_id"] == 42 and "lineage" not in xcom
+    (warning,) = _warnings(logs)
+    assert warning.startswith("No asset event for lake.db.orders: RuntimeError: the outlet events accessor")
+    assert "Snapshot 42 is committed" in warning and URI in warning
+    assert "are not triggered by it" in warning and "POST /api/v2/assets/events" in warning
+    assert op.get_openlineage_facets_on_complete(None).outputs  # lineage still recorded
+
+
+def test_a_malformed_lineage_description_is_a_warning_and_the_asset_event_still_goes_out(hadoop_catalog):
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
+    )
+    broken = {"lake.db.orders": {"location": "file:/wh/db/orders", "schema": [{"column": "id"}]}}
+    events = OutletEventAccessors()
+    with (
+        _submit_returning(_commit("lake.db.orders", lineage=broken)),
+        structlog.testing.capture_logs() as logs,
+    ):
+        xcom = op.execute({"outlet_events": events})
+    assert xcom["snapshot_id"] == 42
+    assert len(events[AssetAlias("iceberg-table:lake:db.orders")].asset_alias_events) == 1
+    (warning,) = _warnings(logs)
+    assert warning.startswith("No OpenLineage datasets for this task: KeyError: 'name'")

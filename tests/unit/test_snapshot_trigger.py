@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
+import structlog
 
 from airflow_iceberg.catalog.config import config_from_fields
-from airflow_iceberg.catalog.pyiceberg_tables import load_table, pyiceberg_properties, sqlalchemy_url
-from airflow_iceberg.exceptions import InvalidCatalogConfigError
-from airflow_iceberg.sensors.snapshot import IcebergSnapshotSensor
-from airflow_iceberg.triggers.snapshot import IcebergSnapshotTrigger
+from airflow_iceberg.catalog.pyiceberg_tables import (
+    is_transient_error,
+    load_table,
+    pyiceberg_properties,
+    sqlalchemy_url,
+)
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError
+from airflow_iceberg.sensors.snapshot import BASELINE_KEY, IcebergSnapshotSensor
+from airflow_iceberg.triggers.snapshot import IcebergSnapshotTrigger, retry_delay
 
 TAG = {"writer": "outside-airflow"}
 
@@ -123,7 +131,7 @@ def test_sensor_defers_with_the_head_as_baseline_and_returns_the_event(outside_t
 
 def test_sensor_in_poke_mode(outside_table):
     sensor = IcebergSnapshotSensor(task_id="s", table="db.t", iceberg_conn_id="sql_catalog", deferrable=False)
-    sensor._baseline_id = sensor._baseline()
+    sensor._baseline_id = sensor.baseline({})
     assert not sensor.poke({}).is_done
     outside_table.append(_rows(2))
     assert sensor.poke({}).xcom_value["snapshot_id"] == outside_table.current_snapshot().snapshot_id
@@ -179,3 +187,236 @@ def test_the_sensors_reader_finds_real_world_names_in_a_sql_catalog(tmp_path):
         "`emea`.`sales-eu`.`Commandes_été`",
     ):
         assert load_table(config, written).current_snapshot().snapshot_id == expected, written
+
+
+# --------------------------------------------------------------------------- the sensor's baseline
+
+
+class DictStateStore:
+    """Airflow 3.3's task state store (``get``/``set``, JSON values) over a dict.
+
+    The real accessor talks to the task supervisor, which only runs under a real task runner;
+    the integration test ``test_assets_and_lineage`` runs the sensor against the real one.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value, *, retention=None):
+        assert value is not None
+        self.values[key] = json.loads(json.dumps(value))
+
+
+class FakeTaskInstance:
+    """What the sensor and Airflow's reschedule loop read from a task instance."""
+
+    def __init__(self, max_tries: int = 0, first_reschedule_date: datetime | None = None) -> None:
+        self.max_tries = max_tries
+        self.first_reschedule_date = first_reschedule_date
+
+    def get_first_reschedule_date(self, context):
+        return self.first_reschedule_date
+
+
+def _rescheduled_sensor(**kwargs) -> IcebergSnapshotSensor:
+    return IcebergSnapshotSensor(
+        task_id="s",
+        table="db.t",
+        iceberg_conn_id="sql_catalog",
+        deferrable=False,
+        mode="reschedule",
+        **kwargs,
+    )
+
+
+def _poke(sensor: IcebergSnapshotSensor, context: dict):
+    """One reschedule-mode poke as the task runner runs it: ``execute``, which reschedules or returns."""
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    try:
+        return sensor.execute(context)
+    except AirflowRescheduleException:
+        return None
+
+
+def test_in_reschedule_mode_a_commit_between_two_pokes_is_reported(outside_table):
+    baseline = outside_table.current_snapshot().snapshot_id
+    context = {"ti": FakeTaskInstance(), "task_state_store": DictStateStore()}
+    assert _poke(_rescheduled_sensor(), context) is None  # first poke: nothing new; baseline stored
+    outside_table.append(_rows(2))  # lands while no poke runs
+    committed = outside_table.current_snapshot().snapshot_id
+    found = _poke(_rescheduled_sensor(), context)  # a new poke is a new execute(), as in Airflow
+    assert found is not None and found["snapshot_id"] == committed
+    assert found["parent_snapshot_id"] == baseline and found["matching_snapshot_ids"] == [committed]
+    assert context["task_state_store"].values[BASELINE_KEY]["snapshot_id"] == baseline
+
+
+def test_a_retry_keeps_the_baseline_but_a_cleared_sensor_waits_afresh(outside_table):
+    store = DictStateStore()
+    retries = 2
+    first_try = FakeTaskInstance(max_tries=retries)  # first try since the last clear: 1
+    assert _poke(_rescheduled_sensor(retries=retries), {"ti": first_try, "task_state_store": store}) is None
+    outside_table.append(_rows(2))
+    committed = outside_table.current_snapshot().snapshot_id
+    # a retry (max_tries unchanged) finds the commit made before it started
+    retry = {"ti": FakeTaskInstance(max_tries=retries), "task_state_store": store}
+    assert _poke(_rescheduled_sensor(retries=retries), retry)["snapshot_id"] == committed
+    # a clear sets max_tries = try_number + retries: a new generation, so the current head is the baseline
+    cleared = {"ti": FakeTaskInstance(max_tries=1 + retries), "task_state_store": store}
+    assert _poke(_rescheduled_sensor(retries=retries), cleared) is None
+    assert store.values[BASELINE_KEY]["snapshot_id"] == committed
+
+
+def test_a_deferred_sensor_retried_defers_again_from_its_first_baseline(outside_table):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    baseline = outside_table.current_snapshot().snapshot_id
+    context = {"ti": FakeTaskInstance(), "task_state_store": DictStateStore()}
+    sensor = IcebergSnapshotSensor(task_id="s", table="db.t", iceberg_conn_id="sql_catalog")
+    with pytest.raises(TaskDeferred):
+        sensor.execute(context)
+    outside_table.append(_rows(2))  # e.g. while the triggerer was down and the task was retried
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context)
+    assert deferred.value.trigger.after_snapshot_id == baseline
+
+
+def test_without_a_state_store_a_reschedule_waits_from_the_head_at_its_first_poke(outside_table):
+    """Airflow < 3.3: the head when the first poke started, read back from the table's snapshot log."""
+    head = outside_table.current_snapshot()
+    first_poke = datetime.fromtimestamp(head.timestamp_ms / 1000, tz=timezone.utc)
+    assert _poke(_rescheduled_sensor(), {"ti": FakeTaskInstance()}) is None  # first poke: head now
+    outside_table.append(_rows(2))
+    committed = outside_table.current_snapshot().snapshot_id
+    later = {"ti": FakeTaskInstance(first_reschedule_date=first_poke)}
+    assert _poke(_rescheduled_sensor(), later)["snapshot_id"] == committed
+
+
+# --------------------------------------------------------------------------- catalog outages
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # nothing listens here once the socket is closed
+
+
+@pytest.fixture
+def unreachable_catalog(iceberg_connection, tmp_path):
+    """A PostgreSQL JDBC catalog whose server refuses connections, as one that is down does."""
+    return iceberg_connection(
+        "down",
+        host=f"jdbc:postgresql://127.0.0.1:{_closed_port()}/iceberg",
+        login="iceberg",
+        password="secret",
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": f"file://{tmp_path}"},
+    )
+
+
+def test_transient_errors_are_told_from_configuration_errors(tmp_path):
+    import psycopg2
+    import sqlalchemy
+    from pyiceberg.catalog.hive import HiveCatalog
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import ServerError, UnauthorizedError
+
+    port = _closed_port()
+
+    def raised(call):
+        try:
+            call()
+        except Exception as error:
+            return error
+        raise AssertionError(f"{call} did not fail")
+
+    transient = [  # each raised by the real client against a port where nothing listens
+        raised(lambda: socket.create_connection(("127.0.0.1", port), timeout=5)),
+        raised(
+            lambda: psycopg2.connect(host="127.0.0.1", port=port, dbname="x", user="u", connect_timeout=5)
+        ),
+        raised(lambda: sqlalchemy.create_engine(f"postgresql+psycopg2://u@127.0.0.1:{port}/x").connect()),
+        raised(lambda: HiveCatalog("h", uri=f"thrift://127.0.0.1:{port}").list_namespaces()),
+        raised(lambda: RestCatalog("r", uri=f"http://127.0.0.1:{port}")),
+        ServerError("RESTError 503: the catalog is restarting"),
+    ]
+    for error in transient:
+        assert is_transient_error(error), repr(error)
+    configuration = [
+        raised(lambda: SqlCatalog("s", uri=f"sqlite:///{tmp_path}/missing/dir/c.db", warehouse="file:///w")),
+        UnauthorizedError("RESTError 401: invalid credentials"),
+        InvalidCatalogConfigError("Iceberg catalog connection field 'host': ..."),
+        PermissionError(13, "Permission denied", "/wh/db/t/metadata"),
+    ]
+    for error in configuration:
+        assert not is_transient_error(error), repr(error)
+
+
+def test_the_trigger_retries_a_down_catalog_with_backoff_then_reports_why_it_gave_up(unreachable_catalog):
+    trigger = IcebergSnapshotTrigger(
+        table="db.t",
+        iceberg_conn_id=unreachable_catalog,
+        after_snapshot_id=1,
+        poll_interval=0.01,
+        poll_retries=3,
+        error_event=True,
+    )
+    with structlog.testing.capture_logs() as logs:
+        event = _first_event(trigger)
+    assert event["status"] == "error" and event["failed_polls"] == 4 and event["after_snapshot_id"] == 1
+    assert event["message"].startswith("gave up waiting for a snapshot of db.t: the catalog failed 4 polls")
+    assert "OperationalError" in event["message"] and "Connection refused" in event["message"]
+    retries = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert [r.split(" in ")[0].split("; ")[-1] for r in retries] == [
+        "retry 1 of 3",
+        "retry 2 of 3",
+        "retry 3 of 3",
+    ]
+    assert [retry_delay(0.01, n) for n in (1, 2, 3)] == [0.01, 0.02, 0.04]
+    assert retry_delay(60, 10) == 300 and retry_delay(900, 3) == 900  # capped, but never below the interval
+
+
+def test_a_trigger_watching_for_an_asset_raises_instead_of_yielding_an_error(unreachable_catalog):
+    import sqlalchemy
+
+    trigger = IcebergSnapshotTrigger(
+        table="db.t", iceberg_conn_id=unreachable_catalog, poll_interval=0.01, poll_retries=1
+    )
+    with pytest.raises(sqlalchemy.exc.OperationalError, match="Connection refused"):
+        _first_event(trigger)
+
+
+def test_a_configuration_error_fails_the_trigger_at_once(iceberg_connection, tmp_path):
+    import sqlalchemy
+
+    conn_id = iceberg_connection(
+        "no_such_directory",
+        host=f"jdbc:sqlite:{tmp_path}/missing/catalog.db",
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": f"file://{tmp_path}"},
+    )
+    trigger = IcebergSnapshotTrigger(table="db.t", iceberg_conn_id=conn_id, poll_interval=0.01)
+    with structlog.testing.capture_logs() as logs, pytest.raises(sqlalchemy.exc.OperationalError):
+        _first_event(trigger)
+    assert not [e for e in logs if e["log_level"] == "warning"]  # not retried
+
+
+def test_the_sensor_fails_with_the_triggers_reason_when_it_gave_up():
+    sensor = IcebergSnapshotSensor(task_id="s", table="db.t", iceberg_conn_id="sql_catalog")
+    assert sensor._trigger(None).error_event is True
+    event = {"status": "error", "message": "gave up waiting for a snapshot of db.t: ...", "failed_polls": 11}
+    with pytest.raises(IcebergJobError, match=r"of db.t failed: gave up waiting for a snapshot of db.t"):
+        sensor.execute_complete({}, event)
+
+
+def test_a_poke_that_finds_the_catalog_down_is_not_yet_done(unreachable_catalog):
+    sensor = IcebergSnapshotSensor(
+        task_id="s", table="db.t", iceberg_conn_id=unreachable_catalog, after_snapshot_id=1, deferrable=False
+    )
+    sensor._baseline_id = 1
+    with structlog.testing.capture_logs() as logs:
+        assert sensor.poke({}).is_done is False
+    (warning,) = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert warning.startswith("Could not read db.t (OperationalError:") and "next poke" in warning
