@@ -217,15 +217,23 @@ def test_reset_branch_starts_a_stale_branch_afresh_from_main_and_a_retry_reuses_
 
 
 def test_a_try_killed_between_the_reset_and_its_write_is_completed_once_by_its_retry(spark, lake, table):
-    main = _failed_audit(spark, lake, table)
-    reset_branch(spark, table, "audit_20240103")  # all a killed try did
-    assert _refs(lake, table)["audit_20240103"] == main
+    reset_at = _failed_audit(spark, lake, table)
+    reset_branch(spark, table, "audit_20240103")  # all the killed try did
+    assert _refs(lake, table)["audit_20240103"] == reset_at
+    write_table(spark, write_spec(table, "append", values_query([(5, "e")], "id, name")))  # main moves on
+    main = lake.current_snapshot_id(table)
     _, spec = _branch_change("merge", branch="audit_20240103", table=table, reset_branch=True, source=GOOD)
 
     retried = merge_into(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)
 
-    assert lake.snapshot(table, retried["snapshot_id"]).parent_snapshot_id == main
-    assert _names(lake, table, retried["snapshot_id"]) == [(1, "good"), (2, "b"), (3, "c"), (4, "d")]
+    assert lake.snapshot(table, retried["snapshot_id"]).parent_snapshot_id == main  # reset again, once
+    assert _names(lake, table, retried["snapshot_id"]) == [
+        (1, "good"),
+        (2, "b"),
+        (3, "c"),
+        (4, "d"),
+        (5, "e"),
+    ]
 
 
 def test_a_reset_write_that_fails_leaves_the_stale_branch_as_it_was(spark, lake, table):
