@@ -126,9 +126,8 @@ def merge_into(
 ) -> dict[str, Any]:
     """Run ``MERGE INTO`` from the spec's source and describe the snapshot it committed."""
     ref = spec.branch or "main"
-    earlier = (
-        earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
-    )  # before any reset
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
+    earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
     commit_id = commit_id or new_commit_id()
@@ -213,9 +212,8 @@ def delete_from(
     rows had to be read). Only a condition Spark folds to false (``1 = 0``) makes none.
     """
     ref = spec.branch or "main"
-    earlier = (
-        earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
-    )  # before any reset
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
+    earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
     commit_id = commit_id or new_commit_id()

@@ -178,9 +178,8 @@ def write_table(
     dynamic overwrite).
     """
     ref = spec.branch or "main"
-    earlier = (
-        earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
-    )  # before any reset
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
+    earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         reused = {
             "table": spec.table,
