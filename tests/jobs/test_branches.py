@@ -247,3 +247,19 @@ def test_a_reset_write_that_fails_leaves_the_stale_branch_as_it_was(spark, lake,
         merge_into(spark, spec, commit_id="wap:merge_changes:run:2")
     assert _refs(lake, table) == refs  # the branch is back where it was, for inspection
     assert lake.current_snapshot_id(table) == state[1]
+
+
+def test_a_reset_write_with_isolation_validates_from_mains_snapshot_not_the_stale_branchs(spark, lake, table):
+    """The stale head is no ancestor of the reset branch: validating from it would always fail."""
+    main = _failed_audit(spark, lake, table)
+    spec = write_spec(
+        table,
+        "overwrite_partitions",
+        values_query([(7, "g")], "id, name"),
+        branch="audit_20240103",
+        reset_branch=True,
+        write_options={"isolation-level": "serializable"},
+    )
+    written = write_table(spark, spec, commit_id="wap:overwrite:run:2")
+    assert lake.snapshot(table, written["snapshot_id"]).parent_snapshot_id == main
+    assert _names(lake, table, written["snapshot_id"]) == [(7, "g")]  # unpartitioned: all rows replaced
