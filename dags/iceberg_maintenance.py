@@ -1,13 +1,20 @@
-"""Table upkeep to copy: compact yesterday's partition every day; expire and clean up every week.
+"""Table upkeep to copy: compact the last days' partitions every day; expire and clean up every week.
 
 A table written every day keeps every snapshot and gathers small files (one per write and
 partition, more with merge-on-read deletes) until someone compacts and expires them:
-- daily, ``rewrite_data_files`` compacts yesterday's partition (today's is still being written)
-  and ``rewrite_position_delete_files`` folds the day's merge-on-read delete files;
+- daily, ``rewrite_data_files`` compacts the partitions of the three days before today (today's
+  is still being written; a partition already compacted has one file, below ``min-input-files``,
+  and is left alone) and ``rewrite_position_delete_files`` folds their merge-on-read delete files;
 - weekly, ``expire_snapshots`` drops snapshots older than a week (keeping the last 10, and every
   snapshot a branch or tag such as ``eod_<date>`` references), ``rewrite_manifests`` regroups
   the metadata, and orphan-file removal deletes files no snapshot references (older than three
   days, well past Iceberg's 24-hour safety floor, so no running write can lose its files).
+
+The rewrites share the table with write-audit-publish (``iceberg_write_audit_publish``): a
+rewrite commits to ``main``, after which ``main`` can no longer be fast-forwarded to a branch
+made before, and that day's publish would fail. So they wait for the audit branches
+(``wait_for_branches="audit_*"``): while one waits to be published, the task is skipped and
+changes nothing, and the next run compacts (hence the three days).
 
 Set the table with the ``table`` param. Connections: ``iceberg_catalog_default``, ``spark_default``.
 """
@@ -27,29 +34,35 @@ from airflow_iceberg.operators import (
 
 TABLE = "{{ params.table }}"
 PARAMS = {"table": Param("wap_demo.orders", type="string", description="the table to look after")}
+#: The partitions a daily run compacts: the three days before today.
+RECENT_DAYS = "order_date >= DATE'{{ macros.ds_add(ds, -3) }}' AND order_date < DATE'{{ ds }}'"
+#: Branches whose publish a rewrite of main would break (the write-audit-publish DAG's).
+AUDIT_BRANCHES = "audit_*"
 
 with DAG(
     dag_id="iceberg_maintenance_daily",
-    description="Compact yesterday's partition of an Iceberg table",
+    description="Compact the last days' partitions of an Iceberg table",
     schedule="@daily",
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     params=PARAMS,
     tags=["iceberg", "example", "maintenance"],
 ):
-    compact_yesterday = IcebergRewriteDataFilesOperator(
-        task_id="compact_yesterday",
+    compact_recent_days = IcebergRewriteDataFilesOperator(
+        task_id="compact_recent_days",
         table=TABLE,
-        where="order_date = DATE'{{ macros.ds_add(ds, -1) }}'",
+        where=RECENT_DAYS,
         options={"min-input-files": 2, "target-file-size-bytes": 128 * 1024 * 1024},
+        wait_for_branches=AUDIT_BRANCHES,
     )
     compact_deletes = IcebergRewritePositionDeleteFilesOperator(
         task_id="compact_deletes",
         table=TABLE,
-        where="order_date = DATE'{{ macros.ds_add(ds, -1) }}'",
+        where=RECENT_DAYS,
         options={"min-input-files": 2},
+        wait_for_branches=AUDIT_BRANCHES,
     )
-    compact_yesterday >> compact_deletes
+    compact_recent_days >> compact_deletes
 
 with DAG(
     dag_id="iceberg_maintenance_weekly",
@@ -66,11 +79,14 @@ with DAG(
         older_than="{{ macros.ds_add(ds, -7) }}",
         retain_last=10,
     )
-    rewrite_manifests = IcebergRewriteManifestsOperator(task_id="rewrite_manifests", table=TABLE)
+    rewrite_manifests = IcebergRewriteManifestsOperator(
+        task_id="rewrite_manifests", table=TABLE, wait_for_branches=AUDIT_BRANCHES
+    )
     remove_orphans = IcebergRemoveOrphanFilesOperator(
         task_id="remove_orphan_files",
         table=TABLE,
         older_than="{{ macros.ds_add(ds, -3) }}",
         dry_run=False,  # the default only reports them
+        trigger_rule="none_failed",  # also after a manifest rewrite that waited (skipped)
     )
     expire >> rewrite_manifests >> remove_orphans

@@ -8,7 +8,9 @@ then is ``main`` fast-forwarded to the audited snapshot (one atomic commit) and 
 dropped. The published snapshot is tagged ``eod_<date>`` for 30 days, so expiry keeps it for
 time travel.
 If the check fails, publishing never runs: ``main`` is untouched, and the branch stays for
-inspection.
+inspection. To repair, fix the source and clear the run: the merge starts the branch afresh
+from ``main`` (``reset_branch``), so the audit sees ``main`` plus the new merge only, never the
+failed one.
 
 Connections (see README): ``iceberg_catalog_default`` and ``spark_default``.
 """
@@ -70,6 +72,7 @@ with DAG(
         task_id="merge_changes",
         table=ORDERS,
         branch=BRANCH,
+        reset_branch=True,  # a cleared re-run after a failed audit starts again from main
         source_query=CHANGES,
         keys=["order_id"],
         clauses=[

@@ -88,11 +88,36 @@ def validate_expression(text: object, what: str) -> str:
     return text
 
 
-def _validate_branch(branch: str | None, what: str = "branch") -> None:
+def _validate_branch(branch: str | None, what: str = "branch", reset: bool = False) -> None:
     if branch is not None:
         validate_name(branch, what)
         if branch == "main" and what == "branch":
             raise InvalidSpecError("branch 'main' is the table itself: leave branch unset to write to main")
+    elif reset:
+        raise InvalidSpecError("reset_branch needs branch: it starts that branch afresh from main")
+
+
+#: A pattern of branch names (``fnmatch``: ``*``, ``?``, ``[...]``) that upkeep waits for.
+_BRANCH_PATTERN_RE = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+\Z")
+
+
+def _validate_branch_patterns(patterns: Sequence[str] | str) -> tuple[str, ...]:
+    patterns = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not _BRANCH_PATTERN_RE.match(pattern):
+            raise InvalidSpecError(
+                f"wait_for_branches {pattern!r} is not a branch name pattern: use letters, digits, '_' "
+                "and the wildcards '*', '?' and '[...]', e.g. 'audit_*'"
+            )
+    return patterns
+
+
+def _wait_argv(patterns: Sequence[str]) -> list[str]:
+    return [argument for pattern in patterns for argument in ("--wait-for-branch", pattern)]
+
+
+def _add_wait_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait-for-branch", action="append", default=[])
 
 
 def _non_negative_int(value: object, what: str, *, positive: bool = False) -> None:
@@ -266,6 +291,8 @@ class MergeSpec(ActionSpec):
     on: str | None = None
     clauses: tuple[MergeClause, ...] = ()
     branch: str | None = None
+    #: Point ``branch`` at ``main``'s current snapshot before merging, dropping what it held.
+    reset_branch: bool = False
 
     def validated(self) -> MergeSpec:
         validate_table_identifier(self.table)
@@ -277,7 +304,7 @@ class MergeSpec(ActionSpec):
             validate_expression(self.on, "merge condition 'on'")
         clauses = tuple(MergeClause.from_mapping(c).validated() for c in self.clauses) or UPSERT_CLAUSES
         _check_clause_order(clauses)
-        _validate_branch(self.branch)
+        _validate_branch(self.branch, reset=self.reset_branch)
         return dataclasses.replace(
             self, source=self.source.validated(), keys=tuple(self.keys), clauses=clauses
         )
@@ -297,7 +324,7 @@ class MergeSpec(ActionSpec):
             argv += ["--on", self.on]
         for clause in self.clauses:
             argv += ["--clause", clause.to_json()]
-        return argv + (["--branch", self.branch] if self.branch else [])
+        return argv + _branch_argv(self.branch, self.reset_branch)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -314,6 +341,7 @@ class MergeSpec(ActionSpec):
         parser.add_argument("--source-option", type=job_spec._pair, action="append", default=[])
         parser.add_argument("--key", action="append", default=[])
         parser.add_argument("--clause", action="append", default=[])
+        parser.add_argument("--reset-branch", action="store_true")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MergeSpec:
@@ -330,7 +358,12 @@ class MergeSpec(ActionSpec):
             on=args.on,
             clauses=tuple(MergeClause.from_json(c) for c in args.clause),
             branch=args.branch,
+            reset_branch=args.reset_branch,
         )
+
+
+def _branch_argv(branch: str | None, reset: bool) -> list[str]:
+    return (["--branch", branch] if branch else []) + (["--reset-branch"] if reset else [])
 
 
 def _check_clause_order(clauses: Sequence[MergeClause]) -> None:
@@ -352,26 +385,31 @@ class DeleteSpec(ActionSpec):
     action: ClassVar[str] = "delete"
     condition: str = ""
     branch: str | None = None
+    #: Point ``branch`` at ``main``'s current snapshot before deleting, dropping what it held.
+    reset_branch: bool = False
 
     def validated(self) -> DeleteSpec:
         validate_table_identifier(self.table)
         validate_expression(self.condition, "delete condition")
-        _validate_branch(self.branch)
+        _validate_branch(self.branch, reset=self.reset_branch)
         return self
 
     def to_argv(self) -> list[str]:
         argv = [*super().to_argv(), "--condition", self.condition]
-        return argv + (["--branch", self.branch] if self.branch else [])
+        return argv + _branch_argv(self.branch, self.reset_branch)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         ActionSpec.add_arguments(parser)
         parser.add_argument("--condition", required=True)
         parser.add_argument("--branch")
+        parser.add_argument("--reset-branch", action="store_true")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DeleteSpec:
-        return cls(table=args.table, condition=args.condition, branch=args.branch)
+        return cls(
+            table=args.table, condition=args.condition, branch=args.branch, reset_branch=args.reset_branch
+        )
 
 
 @dataclass(frozen=True)
@@ -521,9 +559,12 @@ class RewriteDataFilesSpec(ActionSpec):
     sort_order: str | None = None
     where: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    #: Do nothing while a branch matching one of these patterns waits to be published.
+    wait_for_branches: tuple[str, ...] = ()
 
     def validated(self) -> RewriteDataFilesSpec:
         validate_table_identifier(self.table)
+        patterns = _validate_branch_patterns(self.wait_for_branches)
         if self.strategy not in REWRITE_STRATEGIES:
             raise InvalidSpecError(
                 f"strategy must be one of {', '.join(REWRITE_STRATEGIES)}, got {self.strategy!r}"
@@ -536,14 +577,14 @@ class RewriteDataFilesSpec(ActionSpec):
             validate_expression(self.where, "where")
         options = validate_options(self.options, "rewrite option")
         _check_rewrite_options(options)
-        return dataclasses.replace(self, options=options)
+        return dataclasses.replace(self, options=options, wait_for_branches=patterns)
 
     def to_argv(self) -> list[str]:
         argv = [*super().to_argv(), "--strategy", self.strategy]
         for flag, value in (("--sort-order", self.sort_order), ("--where", self.where)):
             if value is not None:
                 argv += [flag, value]
-        return argv + job_spec._pairs_argv("--option", self.options)
+        return argv + job_spec._pairs_argv("--option", self.options) + _wait_argv(self.wait_for_branches)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -552,6 +593,7 @@ class RewriteDataFilesSpec(ActionSpec):
         parser.add_argument("--sort-order")
         parser.add_argument("--where")
         parser.add_argument("--option", type=job_spec._pair, action="append", default=[])
+        _add_wait_argument(parser)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RewriteDataFilesSpec:
@@ -561,6 +603,7 @@ class RewriteDataFilesSpec(ActionSpec):
             sort_order=args.sort_order,
             where=args.where,
             options=dict(args.option),
+            wait_for_branches=tuple(args.wait_for_branch),
         )
 
 
@@ -615,6 +658,24 @@ class RewriteManifestsSpec(ActionSpec):
     """``rewrite_manifests``: regroup manifests so that scan planning reads fewer of them."""
 
     action: ClassVar[str] = "rewrite-manifests"
+    #: Do nothing while a branch matching one of these patterns waits to be published.
+    wait_for_branches: tuple[str, ...] = ()
+
+    def validated(self) -> RewriteManifestsSpec:
+        validate_table_identifier(self.table)
+        return dataclasses.replace(self, wait_for_branches=_validate_branch_patterns(self.wait_for_branches))
+
+    def to_argv(self) -> list[str]:
+        return super().to_argv() + _wait_argv(self.wait_for_branches)
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        ActionSpec.add_arguments(parser)
+        _add_wait_argument(parser)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RewriteManifestsSpec:
+        return cls(table=args.table, wait_for_branches=tuple(args.wait_for_branch))
 
 
 @dataclass(frozen=True)
@@ -624,6 +685,8 @@ class RewritePositionDeletesSpec(ActionSpec):
     action: ClassVar[str] = "rewrite-position-deletes"
     where: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    #: Do nothing while a branch matching one of these patterns waits to be published.
+    wait_for_branches: tuple[str, ...] = ()
 
     def validated(self) -> RewritePositionDeletesSpec:
         validate_table_identifier(self.table)
@@ -631,21 +694,28 @@ class RewritePositionDeletesSpec(ActionSpec):
             validate_expression(self.where, "where")
         options = validate_options(self.options, "rewrite option")
         _check_rewrite_options(options)
-        return dataclasses.replace(self, options=options)
+        patterns = _validate_branch_patterns(self.wait_for_branches)
+        return dataclasses.replace(self, options=options, wait_for_branches=patterns)
 
     def to_argv(self) -> list[str]:
         argv = super().to_argv() + (["--where", self.where] if self.where is not None else [])
-        return argv + job_spec._pairs_argv("--option", self.options)
+        return argv + job_spec._pairs_argv("--option", self.options) + _wait_argv(self.wait_for_branches)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         ActionSpec.add_arguments(parser)
         parser.add_argument("--where")
         parser.add_argument("--option", type=job_spec._pair, action="append", default=[])
+        _add_wait_argument(parser)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RewritePositionDeletesSpec:
-        return cls(table=args.table, where=args.where, options=dict(args.option))
+        return cls(
+            table=args.table,
+            where=args.where,
+            options=dict(args.option),
+            wait_for_branches=tuple(args.wait_for_branch),
+        )
 
 
 @dataclass(frozen=True)

@@ -34,39 +34,81 @@ def branch_identifier(table: str, branch: str | None) -> str:
 
 
 @contextmanager
-def branch_for_commit(spark: SparkSession, table: str, branch: str | None) -> Iterator[None]:
-    """Run the block with ``branch`` existing (made from ``main`` if missing); undo that if the block fails.
+def branch_for_commit(
+    spark: SparkSession, table: str, branch: str | None, reset: bool = False
+) -> Iterator[None]:
+    """Run the block with ``branch`` ready for a commit; undo that if the block fails.
 
-    The commit that fails in the block leaves the table as it was, and so does this: a branch it
-    created is dropped again, as long as it still points where it was created (no commit on it).
+    Ready means made from ``main``'s current snapshot if missing, or, with ``reset``, pointed at
+    that snapshot whatever it held (:func:`reset_branch`). The commit that fails in the block
+    leaves the table as it was, and so does this: a branch it created is dropped again, and a
+    branch it reset points back where it was, as long as it still points where this left it
+    (no commit on it since).
     """
     if not branch:
         yield
         return
-    created_at = ensure_branch(spark, table, branch)
+    previous = ref_snapshot_id(spark, table, branch, "BRANCH")
+    moved_to = reset_branch(spark, table, branch) if reset else ensure_branch(spark, table, branch)
     try:
         yield
     except BaseException:
-        if created_at is not None and ref_snapshot_id(spark, table, branch, "BRANCH") == created_at:
-            spark.sql(f"ALTER TABLE {quote_identifier(table)} DROP BRANCH IF EXISTS {branch}")
+        if moved_to is not None and ref_snapshot_id(spark, table, branch, "BRANCH") == moved_to:
+            _undo_branch_move(spark, table, branch, previous)
         raise
+
+
+def _undo_branch_move(spark: SparkSession, table: str, branch: str, previous: int | None) -> None:
+    name = quote_identifier(table)
+    if previous is None:
+        spark.sql(f"ALTER TABLE {name} DROP BRANCH IF EXISTS {branch}")
+    else:
+        spark.sql(f"ALTER TABLE {name} REPLACE BRANCH {branch} AS OF VERSION {int(previous)}")
 
 
 def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
     """Create ``branch`` from ``main``'s current snapshot unless it exists; return that snapshot if new."""
     if ref_snapshot_id(spark, table, branch, "BRANCH") is not None:
         return None
+    _main_to_branch_from(spark, table, branch)
+    spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE BRANCH IF NOT EXISTS {branch}")
+    print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
+    return ref_snapshot_id(spark, table, branch, "BRANCH")
+
+
+def reset_branch(spark: SparkSession, table: str, branch: str) -> int | None:
+    """Point ``branch`` at main's current snapshot (made if missing); return that snapshot if it moved.
+
+    This is how a repaired write-audit-publish run starts again from ``main``: the commits a
+    failed audit left on the branch are no longer on it (they stay in the table's snapshots,
+    readable by id, until expired), so the new write lands on ``main`` exactly. A branch that
+    already points at ``main``'s snapshot is left alone (no metadata commit).
+    """
+    main = _main_to_branch_from(spark, table, branch)
+    head = ref_snapshot_id(spark, table, branch, "BRANCH")
+    if head == main:
+        return None
+    spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE OR REPLACE BRANCH {branch} AS OF VERSION {main}")
+    was = f"it was at snapshot {head}" if head is not None else "it did not exist"
+    print(
+        f"airflow-iceberg: reset branch {branch} of {table} to main's current snapshot {main} ({was})",
+        flush=True,
+    )
+    return main
+
+
+def _main_to_branch_from(spark: SparkSession, table: str, branch: str) -> int:
+    """``main``'s current snapshot, which a new or reset ``branch`` starts from; refuses a tag's name."""
     if ref_snapshot_id(spark, table, branch, "TAG") is not None:
         raise TableStateError(
             f"{branch!r} is a tag of table {table}, not a branch: choose another branch name"
         )
-    if ref_snapshot_id(spark, table, "main", "BRANCH") is None:
+    main = ref_snapshot_id(spark, table, "main", "BRANCH")
+    if main is None:
         raise SnapshotNotFoundError(
             f"table {table} has no snapshot on main to branch {branch!r} from: write to main first"
         )
-    spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE BRANCH IF NOT EXISTS {branch}")
-    print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
-    return ref_snapshot_id(spark, table, branch, "BRANCH")
+    return main
 
 
 def procedure_call(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> list[Any]:

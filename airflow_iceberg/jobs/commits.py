@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
-from airflow_iceberg.jobs.table_state import find_commit, table_exists
+from airflow_iceberg.jobs.table_state import branch_heads, find_commit, find_commit_in_branches, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,20 +64,32 @@ def earlier_commit(
 
     This is what makes retries exactly-once: a try that committed and then died (killed worker,
     lost heartbeat) left its commit id in the snapshot summary, so the retry finds it and
-    reports that commit instead of writing the rows a second time. Only ``ref``'s history is
-    searched (:func:`~airflow_iceberg.jobs.table_state.find_commit`): after a rollback, the
-    rolled-back commit is not "found", and the task writes again.
+    reports that commit instead of writing the rows a second time. A write to ``main`` searches
+    main's history only (:func:`~airflow_iceberg.jobs.table_state.find_commit`): after a
+    rollback, the rolled-back commit is not "found", and the task writes again.
+
+    A branch write searches further, because its commit can leave the branch without being
+    undone: once the audit passed and the branch was published (``main`` fast-forwarded to it)
+    and dropped, or the branch was dropped and made again, the commit is in main's history (or
+    another branch's). So after ``ref`` come ``main`` and then the other branches, by name; the
+    result then says where it was found (``found_on_branch``).
     """
     if not commit_id or not table_exists(spark, table):
         return None
-    earlier = find_commit(spark, table, commit_id, ref)
-    if earlier is not None:
-        print(
-            f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
-            f"earlier try ({job_spec.COMMIT_ID_PROPERTY}={commit_id}); not writing again",
-            flush=True,
-        )
-    return earlier
+    branches = [ref]
+    if ref != "main":
+        branches += ["main", *sorted(set(branch_heads(spark, table)) - {ref, "main"})]
+    found = find_commit_in_branches(spark, table, commit_id, branches)
+    if found is None:
+        return None
+    branch, earlier = found
+    where = "" if branch == ref else f", now in the history of branch {branch}"
+    print(
+        f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
+        f"earlier try ({job_spec.COMMIT_ID_PROPERTY}={commit_id}){where}; not writing again",
+        flush=True,
+    )
+    return earlier if branch == ref else {**earlier, "found_on_branch": branch}
 
 
 def with_commit_properties(

@@ -4,7 +4,7 @@ spark-submit runs the job on the driver, next to the JVM, so a few steps talk to
 (Iceberg's Java ``Table`` for a ref's head and history, ``CommitMetadata`` for SQL commits, the
 session's parser). A Spark Connect session (pyspark-client, no JVM on the client) has no py4j:
 those steps use the ``refs`` and ``snapshots`` metadata tables and plain SQL instead
-(:func:`ref_head`, :func:`find_commit`), and the few features that need the JVM are refused
+(:func:`ref_head`, :func:`find_commit_in_branches`), and the few features that need the JVM are refused
 before anything runs (:func:`unsupported_reason`). The spark-submit path keeps its JVM calls,
 which are faster there.
 """
@@ -68,29 +68,68 @@ def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     return int(rows[0].snapshot_id) if rows else None
 
 
-def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> int | None:
-    """The id of the snapshot tagged ``commit_id`` among ``ref``'s ancestors, or None.
-
-    The same answer as the driver's walk of the Java ``Table``'s ancestors: one query reads the
-    ref's head, and each snapshot's parent and whether it carries the tag, and the ancestry is
-    followed here (a snapshot a rollback took out of the ref's history does not count).
-    """
+def branch_heads(spark: SparkSession, table: str) -> dict[str, int]:
+    """Every branch of the table and the snapshot it points at, from the ``refs`` metadata table."""
     from pyspark.sql import functions as F
 
-    head = ref_head(spark, table, ref)
-    if head is None:
-        return None
-    tagged = F.coalesce(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id, F.lit(False))
+    rows = (
+        spark.table(f"{job_spec.quote_identifier(table)}.refs")
+        .where(F.col("type") == "BRANCH")
+        .select("name", "snapshot_id")
+        .collect()
+    )
+    return {str(row.name): int(row.snapshot_id) for row in rows}
+
+
+def _history(
+    spark: SparkSession, table: str, commit_id: str | None = None
+) -> tuple[dict[int, Any], set[int]]:
+    """One query of the ``snapshots`` table: each snapshot's parent, and those tagged ``commit_id``."""
+    from pyspark.sql import functions as F
+
+    tagged = (
+        F.coalesce(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id, F.lit(False))
+        if commit_id is not None
+        else F.lit(False)
+    )
     snapshots = spark.table(f"{job_spec.quote_identifier(table)}.snapshots")
     rows = snapshots.select("snapshot_id", "parent_id", tagged.alias("tagged")).collect()
     parents = {int(row.snapshot_id): row.parent_id for row in rows}
-    marked = {int(row.snapshot_id) for row in rows if row.tagged}
-    current: int | None = head
+    return parents, {int(row.snapshot_id) for row in rows if row.tagged}
+
+
+def _ancestors(parents: dict[int, Any], head: int | None) -> list[int]:
+    """``head`` and its ancestors, newest first, as far as the table still holds them."""
+    found: list[int] = []
     seen: set[int] = set()
+    current = head
     while current is not None and current in parents and current not in seen:
-        if current in marked:
-            return current
+        found.append(current)
         seen.add(current)
         parent = parents[current]
         current = int(parent) if parent is not None else None
+    return found
+
+
+def is_ancestor(spark: SparkSession, table: str, ancestor_id: int, snapshot_id: int) -> bool:
+    """Whether ``ancestor_id`` is ``snapshot_id`` or one of its ancestors, from the ``snapshots`` table."""
+    parents, _ = _history(spark, table)
+    return int(ancestor_id) in _ancestors(parents, int(snapshot_id))
+
+
+def find_commit_in_branches(
+    spark: SparkSession, table: str, commit_id: str, branches: list[str] | tuple[str, ...]
+) -> tuple[str, int] | None:
+    """The first of ``branches`` whose history holds the snapshot tagged ``commit_id``: (branch, its id).
+
+    The same answer as the driver's walk of the Java ``Table``'s ancestors: one query reads the
+    branches' heads, one each snapshot's parent and whether it carries the tag, and the ancestry
+    is followed here (a snapshot a rollback took out of a branch's history does not count).
+    """
+    heads = branch_heads(spark, table)
+    parents, marked = _history(spark, table, commit_id)
+    for branch in branches:
+        for snapshot_id in _ancestors(parents, heads.get(branch)):
+            if snapshot_id in marked:
+                return branch, snapshot_id
     return None

@@ -427,6 +427,8 @@ class WriteSpec:
     merge_schema: bool = False
     #: Write to this branch instead of ``main`` (created from ``main``'s current snapshot when missing).
     branch: str | None = None
+    #: Point ``branch`` at ``main``'s current snapshot before writing, dropping what it held.
+    reset_branch: bool = False
 
     def validated(self) -> WriteSpec:
         """Return a copy with normalised options, or raise :class:`InvalidSpecError` naming the field."""
@@ -451,6 +453,8 @@ class WriteSpec:
             validate_condition(self.condition)
         if self.branch is not None:
             self._check_branch()
+        elif self.reset_branch:
+            raise InvalidSpecError("reset_branch needs branch: it starts that branch afresh from main")
         write_options = validate_options(self.write_options, "write option")
         self._check_write_options(write_options)
         return dataclasses.replace(
@@ -515,6 +519,8 @@ class WriteSpec:
             argv += ["--merge-schema"]
         if self.branch is not None:
             argv += ["--branch", self.branch]
+        if self.reset_branch:
+            argv += ["--reset-branch"]
         return argv
 
 
@@ -766,6 +772,7 @@ def _build_parser() -> argparse.ArgumentParser:
     write.add_argument("--condition")
     write.add_argument("--merge-schema", action="store_true")
     write.add_argument("--branch")
+    write.add_argument("--reset-branch", action="store_true")
 
     read = actions.add_parser("read")
     read.add_argument("--table", required=True)
@@ -823,6 +830,7 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             condition=args.condition,
             merge_schema=args.merge_schema,
             branch=args.branch,
+            reset_branch=args.reset_branch,
         )
     else:
         spec = ReadSpec(

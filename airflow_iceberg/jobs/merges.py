@@ -4,32 +4,46 @@ Both are one SQL command, so one Iceberg commit, tagged like every write (commit
 identity through ``CommitMetadata.withCommitProperties``): a retry of a try that committed finds
 that commit and returns it instead of changing the rows a second time. Copy-on-write and
 merge-on-read work alike; the table's ``write.merge.mode`` / ``write.delete.mode`` decide.
+
+A merge by ``keys`` takes a source with one row per key and no NULL key, and refuses any other
+before anything is committed (:func:`guard_keys`): Spark's own check only sees table rows that
+several source rows match.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from airflow_iceberg.jobs import action_specs, user_sql
 from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
-from airflow_iceberg.jobs.commits import earlier_commit, snapshot_properties_for, with_commit_properties
-from airflow_iceberg.jobs.table_state import (
-    TableStateError,
-    find_commit,
-    ref_snapshot_id,
-    require_table,
-    snapshot_summary,
+from airflow_iceberg.jobs.commits import (
+    earlier_commit,
+    new_commit_id,
+    snapshot_properties_for,
+    with_commit_properties,
 )
+from airflow_iceberg.jobs.job_spec import quote_name
+from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableStateError, find_commit, require_table
 from airflow_iceberg.jobs.writes import load_source
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 class MergeSourceError(TableStateError):
-    """The merge source matched one target row with several source rows; nothing was changed."""
+    """The merge source has several rows for one key or table row, or a NULL key; nothing was changed."""
+
+
+#: Starts the error a key column raises in the merge's own Spark job (see :func:`guard_keys`).
+KEY_CHECK_FAILED = "airflow-iceberg merge key check failed:"
+#: How many offending keys a refused merge names.
+OFFENDING_KEYS_SHOWN = 5
 
 
 def check_expressions(spark: SparkSession, expressions: Iterable[tuple[str, str]]) -> None:
@@ -47,6 +61,62 @@ def _merge_expressions(spec: action_specs.MergeSpec) -> list[tuple[str, str]]:
     return found
 
 
+def source_key_columns(spark: SparkSession, source: DataFrame, keys: Sequence[str]) -> list[str]:
+    """The source's own names of the merge ``keys`` (found as Spark resolves names), or a clear error."""
+    case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+    found = []
+    for key in keys:
+        named = [c for c in source.columns if c == key or (not case_sensitive and c.lower() == key.lower())]
+        if len(named) != 1:
+            raise SchemaMismatchError(
+                f"merge key {key!r} is not a column of the source (columns: {', '.join(source.columns)})"
+            )
+        found.append(named[0])
+    return found
+
+
+def guard_keys(source: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """``source`` with each key column failing the merge's Spark job on a NULL key or a key of several rows.
+
+    Spark's own check (``MERGE_CARDINALITY_VIOLATION``) sees only a table row that several
+    source rows match: two source rows for a key the table does not hold yet are both
+    inserted, and a NULL key matches nothing (``NULL = NULL`` is not true), so its row is
+    inserted again on every run. The guard is part of the MERGE's own plan (a count over a
+    window by the keys, then ``raise_error`` in each key column, which every source row the
+    merge reads goes through): it sees exactly the rows the merge reads, in the merge's own
+    Spark job, and costs a shuffle of the source by the keys. A check run before the merge would
+    read the source a second time, and a changing file source or a non-deterministic query could
+    give it other rows.
+    """
+    rows = f"airflow_iceberg_key_rows_{uuid.uuid4().hex}"
+    counted = source.withColumn(rows, F.count(F.lit(1)).over(Window.partitionBy(*_columns(keys))))
+    offending = F.col(rows) > 1
+    for key in keys:
+        offending = offending | F.col(quote_name(key)).isNull()
+    failure = F.raise_error(F.concat(F.lit(f"{KEY_CHECK_FAILED} "), _describe_key(keys, F.col(rows))))
+    guarded = [
+        F.when(offending, failure).otherwise(F.col(quote_name(column))).alias(column)
+        if column in keys
+        else F.col(quote_name(column))
+        for column in source.columns
+    ]
+    return counted.select(*guarded)
+
+
+def _columns(names: Sequence[str]) -> list[Column]:
+    return [F.col(quote_name(name)) for name in names]
+
+
+def _describe_key(keys: Sequence[str], rows: Column) -> Column:
+    """``(id=7, day=2024-01-02) 2 rows``, as a Spark expression."""
+    parts: list[Column] = [F.lit("(")]
+    for index, key in enumerate(keys):
+        value = F.coalesce(F.col(quote_name(key)).cast("string"), F.lit("NULL"))
+        parts += [F.lit(f"{', ' if index else ''}{key}="), value]
+    noun = F.when(rows == 1, F.lit(" row")).otherwise(F.lit(" rows"))
+    return F.concat(*parts, F.lit(") "), rows.cast("string"), noun)
+
+
 def merge_into(
     spark: SparkSession,
     spec: action_specs.MergeSpec,
@@ -56,34 +126,76 @@ def merge_into(
 ) -> dict[str, Any]:
     """Run ``MERGE INTO`` from the spec's source and describe the snapshot it committed."""
     ref = spec.branch or "main"
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
+    commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, _merge_expressions(spec))
     source = load_source(spark, spec.source)
+    keys = source_key_columns(spark, source, spec.keys)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
-    before = _head(spark, spec.table, ref)
     sql = (
         f"MERGE INTO {branch_identifier(spec.table, spec.branch)} {action_specs.TARGET_ALIAS} "
         f"USING {view} {action_specs.SOURCE_ALIAS} ON {spec.match_condition} "
         + " ".join(clause.sql() for clause in spec.clauses)
     )
-    source.createOrReplaceTempView(view)
+    (guard_keys(source, keys) if keys else source).createOrReplaceTempView(view)
     try:
-        with branch_for_commit(spark, spec.table, spec.branch):
+        with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):
             _commit_sql(spark, sql, commit_id, commit_properties)
     except Exception as error:
-        if "MERGE_CARDINALITY_VIOLATION" not in str(error):
+        refusal = _source_refusal(spec, source, keys, str(error))
+        if refusal is None:
             raise
-        raise MergeSourceError(
+        raise refusal from None
+    finally:
+        spark.catalog.dropTempView(view)
+    return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id)}
+
+
+def _source_refusal(
+    spec: action_specs.MergeSpec, source: DataFrame, keys: Sequence[str], error: str
+) -> MergeSourceError | None:
+    """The clear error for a merge that failed on its source, or None when it failed otherwise."""
+    if KEY_CHECK_FAILED in error:
+        return MergeSourceError(
+            f"the merge source must hold one row per key ({', '.join(keys)}) and no NULL key, but it has "
+            f"{_offending_keys(source, keys, error)}: keep one row per key (e.g. the latest), and filter "
+            "out or coalesce NULL keys. Nothing was changed"
+        )
+    if "MERGE_CARDINALITY_VIOLATION" in error:
+        return MergeSourceError(
             f"the merge source has more than one row for a row of {spec.table} (match: "
             f"{spec.match_condition}): make the source unique on the match, e.g. keep the latest row per "
             "key. Nothing was changed"
-        ) from None
-    finally:
-        spark.catalog.dropTempView(view)
-    return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id, before)}
+        )
+    return None
+
+
+def _offending_keys(source: DataFrame, keys: Sequence[str], error: str) -> str:
+    """A few offending keys, NULL keys first, then those of the most rows.
+
+    This reads the source again, only to name them; should it not find any (the source changed
+    since), the key the merge's own job failed on is named.
+    """
+    rows = F.count(F.lit(1)).alias("rows")
+    has_null = F.greatest(*[F.col(quote_name(key)).isNull() for key in keys], F.lit(False))
+    found = (
+        source.groupBy(*_columns(keys))
+        .agg(rows)
+        .where((F.col("rows") > 1) | has_null)
+        .orderBy(has_null.desc(), F.col("rows").desc())
+        .select(_describe_key(keys, F.col("rows")).alias("key"))
+        .limit(OFFENDING_KEYS_SHOWN + 1)
+        .collect()
+    )
+    if not found:
+        seen = re.search(re.escape(KEY_CHECK_FAILED) + r" (\(.*?\) \d+ rows?)", error)
+        return seen.group(1) if seen else "a duplicate or NULL key"
+    named = ", ".join(row.key for row in found[:OFFENDING_KEYS_SHOWN])
+    return named + (", and more" if len(found) > OFFENDING_KEYS_SHOWN else "")
 
 
 def delete_from(
@@ -93,24 +205,24 @@ def delete_from(
     commit_properties: Mapping[str, str] | None = None,
     reuse_commit: bool = False,
 ) -> dict[str, Any]:
-    """Run ``DELETE FROM ... WHERE`` and describe the snapshot it committed (if any row matched)."""
+    """Run ``DELETE FROM ... WHERE`` and describe the snapshot it committed.
+
+    A condition that matches no row still makes a commit, an empty one (Iceberg 1.10: operation
+    ``delete`` when file statistics prove no file holds a matching row, ``overwrite`` when the
+    rows had to be read). Only a condition Spark folds to false (``1 = 0``) makes none.
+    """
     ref = spec.branch or "main"
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
+    commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
-    before = _head(spark, spec.table, ref)
     sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
-    with branch_for_commit(spark, spec.table, spec.branch):
+    with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):
         _commit_sql(spark, sql, commit_id, commit_properties)
-    return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id, before)}
-
-
-def _head(spark: SparkSession, table: str, ref: str) -> int | None:
-    """Where ``ref`` points now; for a branch still to be made, where it will start (``main``)."""
-    head = ref_snapshot_id(spark, table, ref, "BRANCH")
-    return head if head is not None else ref_snapshot_id(spark, table, "main", "BRANCH")
+    return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id)}
 
 
 def _commit_sql(
@@ -120,19 +232,13 @@ def _commit_sql(
     with_commit_properties(spark, properties, lambda: spark.sql(sql))
 
 
-def _committed(
-    spark: SparkSession, table: str, ref: str, commit_id: str | None, before: int | None
-) -> dict[str, Any]:
-    """The snapshot this job committed to ``ref``, or ``committed: false`` when it committed nothing.
+def _committed(spark: SparkSession, table: str, ref: str, commit_id: str) -> dict[str, Any]:
+    """The snapshot this job committed to ``ref``, found by its commit id, or ``committed: false``.
 
-    A delete that matches no row makes no commit; reporting the ref's current snapshot then would
-    describe someone else's commit.
+    Spark makes no commit for a delete whose condition it folds to false; reporting the ref's
+    current snapshot then would describe someone else's commit.
     """
-    if commit_id:
-        found = find_commit(spark, table, commit_id, ref=ref)
-    else:
-        after = ref_snapshot_id(spark, table, ref, "BRANCH")
-        found = snapshot_summary(spark, table, after) if after is not None and after != before else None
+    found = find_commit(spark, table, commit_id, ref=ref)
     if found is None:
         return {"committed": False, "snapshot_id": None}
     return {"committed": True, **found}

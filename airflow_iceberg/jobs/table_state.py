@@ -12,6 +12,7 @@ family: the job reports them as one clear line and exits 1, having written nothi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +24,39 @@ from airflow_iceberg.jobs.job_spec import quote_identifier
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: Snapshot-summary counts every write result carries (result key -> Iceberg summary key).
+#: Snapshot-summary counts every write result carries as they are (result key -> Iceberg summary key).
 WRITE_SUMMARY_COUNTS = {
     "added_records": "added-records",
-    "deleted_records": "deleted-records",
     "total_records": "total-records",
     "added_data_files": "added-data-files",
     "deleted_data_files": "deleted-data-files",
     "total_data_files": "total-data-files",
 }
+
+
+def summary_counts(summary: Mapping[str, str]) -> dict[str, int]:
+    """The counts of a result, from a snapshot summary: Iceberg's own, and two that hold on every write mode.
+
+    ``deleted_records`` is every row the commit took out of the table: the rows of the data files
+    it removed (Iceberg's ``deleted-records``; copy-on-write counts every row of a rewritten
+    file, and the kept ones again under ``added-records``) plus the rows it newly marked deleted
+    in delete files (merge-on-read, which Iceberg counts as ``added-position-deletes``, never as
+    ``deleted-records``). A delete file or deletion vector that replaces an older one for the
+    same data file repeats the older one's rows, so the rows of removed delete files are taken
+    off. ``record_count_change`` (``added_records - deleted_records``) is then how many rows the
+    table gained, or lost when negative, on copy-on-write and merge-on-read alike.
+    """
+
+    def count(key: str) -> int:
+        return int(summary.get(key, 0))
+
+    counts = {name: count(key) for name, key in WRITE_SUMMARY_COUNTS.items()}
+    marked = sum(
+        count(f"added-{kind}-deletes") - count(f"removed-{kind}-deletes") for kind in ("position", "equality")
+    )
+    counts["deleted_records"] = count("deleted-records") + marked
+    counts["record_count_change"] = counts["added_records"] - counts["deleted_records"]
+    return counts
 
 
 class TableStateError(RuntimeError):
@@ -159,16 +184,14 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
 
 def _describe_snapshot(row: Any) -> dict[str, Any]:
     summary = dict(row.summary or {})
-    described: dict[str, Any] = {
+    return {
         "snapshot_id": int(row.snapshot_id),
         "parent_snapshot_id": int(row.parent_id) if row.parent_id is not None else None,
         "operation": row.operation,
         "committed_at": _iso(row.committed_at),
         "summary": summary,
+        **summary_counts(summary),
     }
-    for name, key in WRITE_SUMMARY_COUNTS.items():
-        described[name] = int(summary[key]) if key in summary else 0
-    return described
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -210,8 +233,25 @@ def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     return int(head.snapshotId()) if head is not None else None
 
 
-#: Ancestors :func:`find_commit` reads one by one through py4j (well under a millisecond each)
-#: before it lets a Spark job find the tagged snapshots of a longer history instead.
+def branch_heads(spark: SparkSession, table: str) -> dict[str, int]:
+    """Every branch of the table (``main`` among them) and the snapshot it points at."""
+    loaded = driver_table(spark, table)
+    if loaded is None:
+        return connect.branch_heads(spark, table)
+    return {str(name): int(ref.snapshotId()) for name, ref in loaded.refs().items() if ref.isBranch()}
+
+
+def is_ancestor(spark: SparkSession, table: str, ancestor_id: int, snapshot_id: int) -> bool:
+    """Whether ``ancestor_id`` is ``snapshot_id`` or one of its ancestors (parent, its parent, ...)."""
+    loaded = driver_table(spark, table)
+    if loaded is None:
+        return connect.is_ancestor(spark, table, ancestor_id, snapshot_id)
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    return bool(util.isAncestorOf(loaded, int(snapshot_id), int(ancestor_id)))
+
+
+#: Snapshots :func:`find_commit_in_branches` reads one by one through py4j (well under a millisecond
+#: each) before it lets a Spark job find the tagged snapshots of a longer history instead.
 ANCESTOR_WALK_LIMIT = 200
 
 
@@ -220,29 +260,50 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
 
     Only the history of the ref counts: a snapshot that a rollback (or a replace) took out of
     that history no longer holds its rows, so a task looking for its earlier commit must not
-    find it there, and must write again. The walk reads the table metadata already in the
-    driver, newest first, so the usual cases (a retry's commit near the head, a write's own
-    commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
-    ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
-    Over Spark Connect (no py4j) the metadata tables answer (:func:`.connect.find_commit`).
+    find it there, and must write again. See :func:`find_commit_in_branches` for how it is read.
+    """
+    found = find_commit_in_branches(spark, table, commit_id, [ref])
+    return found[1] if found is not None else None
+
+
+def find_commit_in_branches(
+    spark: SparkSession, table: str, commit_id: str, branches: Sequence[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """The first of ``branches`` whose history holds the snapshot tagged ``commit_id``: (branch, snapshot).
+
+    The walk reads the table metadata already in the driver, newest first, so the usual cases (a
+    retry's commit near the head, a write's own commit at it) need no Spark job; a branch made
+    from another shares its history, which is read once. Past :data:`ANCESTOR_WALK_LIMIT`
+    snapshots read in all, the ``snapshots`` metadata table names the tagged snapshots and
+    Iceberg checks each branch's ancestry. Over Spark Connect (no py4j) the metadata tables
+    answer (:func:`.connect.find_commit_in_branches`).
     """
     if connect.is_connect(spark):
-        found = connect.find_commit(spark, table, commit_id, ref)
-        return snapshot_summary(spark, table, found) if found is not None else None
+        found = connect.find_commit_in_branches(spark, table, commit_id, branches)
+        return (found[0], snapshot_summary(spark, table, found[1])) if found is not None else None
     loaded = iceberg_table(spark, table)
-    head = loaded.snapshot(ref)
-    if head is None:
-        return None
+    heads = [(name, head) for name in branches if (head := loaded.snapshot(name)) is not None]
     util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
-    ancestors = util.ancestorsBetween(loaded, head.snapshotId(), None).iterator()
-    for _ in range(ANCESTOR_WALK_LIMIT):
-        if not ancestors.hasNext():
-            return None
-        snapshot = ancestors.next()
-        if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
-            return describe_java_snapshot(spark, snapshot)
-    if not ancestors.hasNext():
-        return None
+    seen: set[int] = set()
+    for name, head in heads:
+        ancestors = util.ancestorsBetween(loaded, head.snapshotId(), None).iterator()
+        while ancestors.hasNext():
+            if len(seen) >= ANCESTOR_WALK_LIMIT:
+                return _find_tagged(spark, loaded, table, commit_id, heads)
+            snapshot = ancestors.next()
+            snapshot_id = int(snapshot.snapshotId())
+            if snapshot_id in seen:  # the rest of this history was read with an earlier branch
+                break
+            seen.add(snapshot_id)
+            if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
+                return name, describe_java_snapshot(spark, snapshot)
+    return None
+
+
+def _find_tagged(
+    spark: SparkSession, loaded: Any, table: str, commit_id: str, heads: Sequence[tuple[str, Any]]
+) -> tuple[str, dict[str, Any]] | None:
+    """A long history: one Spark job names the snapshots tagged ``commit_id``, Iceberg checks ancestry."""
     tagged = (
         spark.table(metadata_table(table, "snapshots"))
         .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
@@ -250,9 +311,11 @@ def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "mai
         .select("snapshot_id")
         .collect()
     )
-    for row in tagged:
-        if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
-            return describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    for name, head in heads:
+        for row in tagged:
+            if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
+                return name, describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
     return None
 
 
@@ -271,13 +334,11 @@ def describe_java_snapshot(spark: SparkSession, snapshot: Any) -> dict[str, Any]
     summary = {str(key): str(value) for key, value in data.get("summary", {}).items()}
     operation = summary.pop("operation", None)  # metadata.json keeps it among the summary entries
     parent = data.get("parent-snapshot-id")
-    described: dict[str, Any] = {
+    return {
         "snapshot_id": int(data["snapshot-id"]),
         "parent_snapshot_id": int(parent) if parent is not None else None,
         "operation": operation,
         "committed_at": committed_at.isoformat(),
         "summary": summary,
+        **summary_counts(summary),
     }
-    for name, key in WRITE_SUMMARY_COUNTS.items():
-        described[name] = int(summary[key]) if key in summary else 0
-    return described

@@ -3,17 +3,28 @@
 Each returns what the procedure did (its output row: files rewritten, added and removed, bytes)
 plus the table's ``main`` snapshot before and after, so the XCom says what changed. Rolling back,
 which must stay exactly-once across retries, is :mod:`.rollback`.
+
+A rewrite commits a ``replace`` snapshot on ``main``, after which ``main`` can no longer be
+fast-forwarded to a branch made before it: write-audit-publish's publish would fail. Iceberg
+1.10 cannot compact the branch instead (``rewrite_data_files(branch => ...)`` comes with 1.11,
+and cherry-picking does not take a MERGE's snapshot), so the rewrites can wait instead
+(``wait_for_branches``): while a matching branch waits to be published, they change nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call, sql_string
 from airflow_iceberg.jobs.merges import check_expressions
 from airflow_iceberg.jobs.table_state import (
+    branch_heads,
+    driver_table,
+    is_ancestor,
     metadata_table,
     ref_snapshot_id,
     require_table,
@@ -33,13 +44,62 @@ def sql_map(options: dict[str, str]) -> str:
     return "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items()) + ")"
 
 
-def _snapshot_count(spark: SparkSession, table: str) -> int:
-    return int(spark.table(metadata_table(table, "snapshots")).count())
+def _snapshot_ids(spark: SparkSession, table: str) -> set[int]:
+    driver_table(spark, table)  # refreshes the catalog's cached table, which the metadata table reads
+    rows = spark.table(metadata_table(table, "snapshots")).select("snapshot_id").collect()
+    return {int(row.snapshot_id) for row in rows}
 
 
-def _run(spark: SparkSession, table: str, procedure: str, arguments: dict[str, str]) -> dict[str, Any]:
+def branches_waiting_to_publish(
+    spark: SparkSession, table: str, patterns: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The branches matching ``patterns`` (``fnmatch``) that ``main`` can still be fast-forwarded to.
+
+    Such a branch waits to be published: its head descends from ``main``'s and differs from it. A
+    branch at ``main``'s head has nothing to publish, and one that ``main`` moved away from cannot
+    be fast-forwarded to any more, so neither is waited for.
+    """
+    if not patterns:
+        return []
+    heads = branch_heads(spark, table)
+    main = heads.get("main")
+    waiting = []
+    for name, head in sorted(heads.items()):
+        if main is None or name == "main" or head == main:
+            continue
+        if any(fnmatchcase(name, pattern) for pattern in patterns) and is_ancestor(spark, table, main, head):
+            waiting.append({"branch": name, "snapshot_id": head})
+    return waiting
+
+
+def _run(
+    spark: SparkSession,
+    table: str,
+    procedure: str,
+    arguments: dict[str, str],
+    wait_for_branches: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Call ``procedure`` unless a branch matching ``wait_for_branches`` waits to be published."""
     require_table(spark, table)
     before = ref_snapshot_id(spark, table, "main", "BRANCH")
+    waiting = branches_waiting_to_publish(spark, table, wait_for_branches)
+    if waiting:
+        names = ", ".join(f"{entry['branch']} (snapshot {entry['snapshot_id']})" for entry in waiting)
+        reason = (
+            f"{procedure} of {table} skipped: branch {names} is waiting to be published, and a rewrite "
+            "committed to main now would leave main impossible to fast-forward to it. Nothing was "
+            "changed; a later run does the work once the branch is published or dropped"
+        )
+        print(f"airflow-iceberg: {reason}", flush=True)
+        return {
+            "table": table,
+            "procedure": procedure,
+            "skipped": True,
+            "reason": reason,
+            "waiting_for_branches": waiting,
+            "previous_snapshot_id": before,
+            "snapshot_id": before,
+        }
     rows = procedure_call(spark, table, procedure, arguments)
     return {
         "table": table,
@@ -58,9 +118,11 @@ def expire_snapshots(spark: SparkSession, spec: action_specs.ExpireSnapshotsSpec
         arguments["older_than"] = sql_timestamp(spec.older_than)
     if spec.retain_last is not None:
         arguments["retain_last"] = str(int(spec.retain_last))
-    before = _snapshot_count(spark, spec.table)
+    before = _snapshot_ids(spark, spec.table)
     result = _run(spark, spec.table, "expire_snapshots", arguments)
-    result["expired_snapshots_count"] = before - _snapshot_count(spark, spec.table)
+    # The ids that went, not a difference of counts: another writer's commit landing meanwhile
+    # adds a snapshot that is no expired one.
+    result["expired_snapshots_count"] = len(before - _snapshot_ids(spark, spec.table))
     return result
 
 
@@ -76,11 +138,11 @@ def rewrite_data_files(spark: SparkSession, spec: action_specs.RewriteDataFilesS
     check_expressions(spark, checks)
     if spec.options:
         arguments["options"] = sql_map(spec.options)
-    return _run(spark, spec.table, "rewrite_data_files", arguments)
+    return _run(spark, spec.table, "rewrite_data_files", arguments, spec.wait_for_branches)
 
 
 def rewrite_manifests(spark: SparkSession, spec: action_specs.RewriteManifestsSpec) -> dict[str, Any]:
-    return _run(spark, spec.table, "rewrite_manifests", {})
+    return _run(spark, spec.table, "rewrite_manifests", {}, spec.wait_for_branches)
 
 
 def rewrite_position_deletes(
@@ -92,4 +154,4 @@ def rewrite_position_deletes(
         arguments["where"] = sql_string(spec.where)
     if spec.options:
         arguments["options"] = sql_map(spec.options)
-    return _run(spark, spec.table, "rewrite_position_delete_files", arguments)
+    return _run(spark, spec.table, "rewrite_position_delete_files", arguments, spec.wait_for_branches)

@@ -172,25 +172,29 @@ def write_table(
 
     Everything that can be checked is checked before the write, so a failure leaves the table
     (and the catalog) as it was. With ``reuse_commit``, a commit an earlier try already made is
-    returned instead (see :func:`earlier_commit`). The result is found by the commit id (a fresh
+    returned instead (see :func:`earlier_commit`); that search comes before a ``reset_branch``,
+    which would take the commit off the branch. The result is found by the commit id (a fresh
     one when none is given); ``committed: false`` means Iceberg made no commit (an empty
     dynamic overwrite).
     """
     ref = spec.branch or "main"
+    # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
-        return {
+        reused = {
             "table": spec.table,
             "mode": spec.mode,
             "committed": True,
             **earlier,
             "reused_earlier_commit": True,
         }
+        return {**reused, "branch": spec.branch} if spec.branch else reused
     commit_id = commit_id or new_commit_id()
     check_table_state(spark, spec.table, spec.mode)
     if spec.condition is not None:
         user_sql.expression(spec.condition, "overwrite condition")  # parsed before anything is read
-    spec = with_default_validate_from(spark, spec, ref=ref)  # before the source is read
+    # Before the source is read; a branch that will be reset starts from main's head, so from there.
+    spec = with_default_validate_from(spark, spec, ref="main" if spec.reset_branch else ref)
     df = load_source(spark, spec.source)
     if spec.mode in job_spec.CREATE_MODES:
         check_partition_columns(spec, df.columns)
@@ -203,7 +207,7 @@ def write_table(
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
-        with branch_for_commit(spark, spec.table, spec.branch):  # after every check
+        with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):  # after every check
             _write_frame(df, spec, options)
     result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
     return {**result, "branch": spec.branch} if spec.branch else result

@@ -9,12 +9,16 @@ counts (files rewritten, added, removed, bytes) and ``main``'s snapshot before a
 None of them rewrites rows, so none needs the commit id to stay exactly-once: a retry of a
 compaction compacts what is left, a retry of an expiry expires nothing more. A rollback does use
 it: its first try records where ``main`` was, so a retry never rolls back a later commit.
+The rewrites can wait for branches about to be published (``wait_for_branches``): they are then
+skipped, changing nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import AirflowSkipException
 
 from airflow_iceberg.jobs.action_specs import (
     ExpireSnapshotsSpec,
@@ -25,14 +29,46 @@ from airflow_iceberg.jobs.action_specs import (
 )
 from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-from airflow_iceberg.operators.rendered import as_dict, as_int
+from airflow_iceberg.operators.rendered import as_dict, as_int, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
 
 
 class _UpkeepOperator(IcebergSparkSubmitOperator):
     def log_result(self, result: Mapping[str, Any]) -> None:
         counts = {k: v for k, v in result.items() if k.endswith(("_count", "_snapshot_id"))}
         self.log.info("%s on %s: %s", result.get("procedure"), result.get("table"), counts)
+
+
+class _RewriteOperator(_UpkeepOperator):
+    """A rewrite commits a ``replace`` snapshot on ``main``: it can wait for branches about to be published.
+
+    After such a commit, ``main`` cannot be fast-forwarded to a branch made before it, so a
+    write-audit-publish publish fails. With ``wait_for_branches``, the job first looks for a
+    matching branch that waits to be published (its head descends from ``main``'s and differs);
+    if there is one, it changes nothing and the task is skipped, saying which branch it waited
+    for. The next run does the work.
+
+    :param wait_for_branches: Branch name patterns (``fnmatch``: ``*``, ``?``, ``[...]``), e.g.
+        ``"audit_*"`` or ``["audit_*", "staging"]``. Default: none, never wait. (templated)
+    """
+
+    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "wait_for_branches")
+
+    def __init__(self, *, wait_for_branches: Sequence[str] | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wait_for_branches = wait_for_branches
+
+    def branch_patterns(self) -> tuple[str, ...]:
+        return tuple(str(pattern) for pattern in as_list(self.wait_for_branches, "wait_for_branches"))
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        result = super().execute(context)
+        if result.get("skipped"):
+            raise AirflowSkipException(str(result.get("reason") or "a branch waits to be published"))
+        return result
 
 
 class IcebergRemoveOrphanFilesOperator(IcebergSparkSubmitOperator):
@@ -112,7 +148,7 @@ class IcebergExpireSnapshotsOperator(_UpkeepOperator):
         )
 
 
-class IcebergRewriteDataFilesOperator(_UpkeepOperator):
+class IcebergRewriteDataFilesOperator(_RewriteOperator):
     """Compact small data files (``rewrite_data_files``): rows unchanged, fewer and larger files.
 
     XCom: ``rewritten_data_files_count``, ``added_data_files_count``, ``rewritten_bytes_count``,
@@ -126,10 +162,12 @@ class IcebergRewriteDataFilesOperator(_UpkeepOperator):
     :param options: Iceberg rewrite options: ``target-file-size-bytes``, ``min-input-files``,
         ``min-file-size-bytes``, ``max-file-size-bytes``, ``partial-progress.enabled``,
         ``rewrite-all`` ... (templated)
+    :param wait_for_branches: Skip, changing nothing, while a branch matching one of these
+        patterns (e.g. ``"audit_*"``) waits to be published. (templated)
     """
 
     template_fields: Sequence[str] = (
-        *IcebergSparkSubmitOperator.template_fields,
+        *_RewriteOperator.template_fields,
         "sort_order",
         "where",
         "options",
@@ -157,20 +195,24 @@ class IcebergRewriteDataFilesOperator(_UpkeepOperator):
             sort_order=self.sort_order or None,
             where=self.where or None,
             options=as_dict(self.options, "options"),
+            wait_for_branches=self.branch_patterns(),
         )
 
 
-class IcebergRewriteManifestsOperator(_UpkeepOperator):
+class IcebergRewriteManifestsOperator(_RewriteOperator):
     """Regroup manifests (``rewrite_manifests``) so scan planning reads fewer of them.
 
     XCom: ``rewritten_manifests_count``, ``added_manifests_count``.
+
+    :param wait_for_branches: Skip, changing nothing, while a branch matching one of these
+        patterns waits to be published. (templated)
     """
 
     def build_spec(self) -> RewriteManifestsSpec:
-        return RewriteManifestsSpec(table=self.table)
+        return RewriteManifestsSpec(table=self.table, wait_for_branches=self.branch_patterns())
 
 
-class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
+class IcebergRewritePositionDeleteFilesOperator(_RewriteOperator):
     """Compact the position delete files merge-on-read leaves (``rewrite_position_delete_files``).
 
     XCom: ``rewritten_delete_files_count``, ``added_delete_files_count``, ``rewritten_bytes_count``,
@@ -178,9 +220,11 @@ class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
 
     :param where: Only delete files of partitions matching this expression. (templated)
     :param options: Iceberg options such as ``rewrite-all``, ``min-input-files``. (templated)
+    :param wait_for_branches: Skip, changing nothing, while a branch matching one of these
+        patterns waits to be published. (templated)
     """
 
-    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "where", "options")
+    template_fields: Sequence[str] = (*_RewriteOperator.template_fields, "where", "options")
 
     def __init__(self, *, where: str | None = None, options: Mapping[str, Any] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -189,7 +233,10 @@ class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
 
     def build_spec(self) -> RewritePositionDeletesSpec:
         return RewritePositionDeletesSpec(
-            table=self.table, where=self.where or None, options=as_dict(self.options, "options")
+            table=self.table,
+            where=self.where or None,
+            options=as_dict(self.options, "options"),
+            wait_for_branches=self.branch_patterns(),
         )
 
 

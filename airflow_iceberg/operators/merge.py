@@ -2,7 +2,9 @@
 
 Each is one SQL command, so one Iceberg commit, tagged with the task's commit id and Airflow
 identity like the writes: a retry of a try that committed returns that commit. Both can target
-a branch (write-audit-publish). The XCom is the committed snapshot with its counts.
+a branch (write-audit-publish), and start it afresh from ``main`` (``reset_branch``). The XCom
+is the committed snapshot with its counts (``record_count_change``, ``added_records``,
+``deleted_records``: see docs/operators.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
 
     In conditions and expressions, ``t`` is the table and ``s`` the source. Without ``clauses``
     the merge is an upsert: ``WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *``.
-    A source with two rows for one table row fails (``MergeSourceError``) and changes nothing.
+    A source with two rows for one table row fails (``MergeSourceError``) and changes nothing; with
+    ``keys``, so does a source with two rows for one key, or a NULL key.
 
     :param source_query: A Spark SQL query producing the source rows. (templated)
     :param source_table: A table to merge from, in any configured catalog. (templated)
@@ -37,6 +40,9 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         ``values`` (insert: ``{column: expression}``; omitted = ``INSERT *``). (templated)
     :param branch: Merge into this branch instead of ``main``; created from ``main``'s current
         snapshot when missing. (templated)
+    :param reset_branch: Start ``branch`` afresh from ``main``'s current snapshot before merging,
+        dropping what an earlier run (a failed audit) left on it, so the branch is ``main`` plus
+        this merge. Set it on the first task of a run that writes the branch. Default False.
     """
 
     writes_table = True
@@ -65,6 +71,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         on: str | None = None,
         clauses: Sequence[Mapping[str, Any]] | None = None,
         branch: str | None = None,
+        reset_branch: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -77,6 +84,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         self.on = on
         self.clauses = clauses
         self.branch = branch
+        self.reset_branch = reset_branch
 
     def build_spec(self) -> MergeSpec:
         return MergeSpec(
@@ -86,6 +94,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
             on=self.on or None,
             clauses=tuple(MergeClause.from_mapping(c) for c in as_list(self.clauses, "clauses")),
             branch=self.branch or None,
+            reset_branch=self.reset_branch,
         )
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> MergeSpec:
@@ -99,34 +108,50 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
 class IcebergDeleteOperator(IcebergSparkSubmitOperator):
     """``DELETE FROM`` an Iceberg table ``WHERE`` a condition (GDPR deletes, retention by age).
 
+    A condition that matches no row still commits, an empty snapshot (``record_count_change`` 0);
+    only a condition Spark folds to false (``1 = 0``) commits nothing (``committed: false``).
+
     :param condition: A Spark SQL boolean expression, e.g. ``"customer_id = 42"``. (templated)
     :param branch: Delete on this branch instead of ``main``; created from ``main``'s current
         snapshot when missing. (templated)
+    :param reset_branch: Start ``branch`` afresh from ``main``'s current snapshot before deleting
+        (see :class:`IcebergMergeOperator`). Default False.
     """
 
     writes_table = True
 
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "condition", "branch")
 
-    def __init__(self, *, condition: str, branch: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, condition: str, branch: str | None = None, reset_branch: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.condition = condition
         self.branch = branch
+        self.reset_branch = reset_branch
 
     def build_spec(self) -> DeleteSpec:
-        return DeleteSpec(table=self.table, condition=self.condition, branch=self.branch or None)
+        return DeleteSpec(
+            table=self.table,
+            condition=self.condition,
+            branch=self.branch or None,
+            reset_branch=self.reset_branch,
+        )
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         _log_row_change(self, result)
 
 
 def _log_row_change(operator: IcebergSparkSubmitOperator, result: Mapping[str, Any]) -> None:
+    if result.get("committed") is False:
+        operator.log.info("Committed nothing to %s: Spark found nothing to change", result.get("table"))
+        return
     operator.log.info(
-        "Committed snapshot %s to %s (branch %s): %s records added, %s deleted, %s in the branch",
+        "Committed snapshot %s to %s (branch %s): row count changed by %s (%s records added, %s deleted)",
         result.get("snapshot_id"),
         result.get("table"),
         result.get("branch"),
+        result.get("record_count_change"),
         result.get("added_records"),
         result.get("deleted_records"),
-        result.get("total_records"),
     )

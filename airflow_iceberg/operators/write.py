@@ -64,6 +64,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     :param branch: Write to this branch instead of ``main`` (write-audit-publish): it is created
         from ``main``'s current snapshot when missing, and ``main`` does not change. Not for the
         create operator. (templated)
+    :param reset_branch: Start ``branch`` afresh from ``main``'s current snapshot before writing,
+        dropping what an earlier run (a failed audit) left on it, so the branch is ``main`` plus
+        this write. Set it on the first task of a run that writes the branch. Default False.
     """
 
     mode: ClassVar[str]
@@ -81,6 +84,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         write_options: Mapping[str, Any] | None = None,
         merge_schema: bool = False,
         branch: str | None = None,
+        reset_branch: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -92,6 +96,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         self.write_options = write_options
         self.merge_schema = merge_schema
         self.branch = branch
+        self.reset_branch = reset_branch
 
     def build_spec(self) -> WriteSpec:
         return WriteSpec(
@@ -101,6 +106,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             write_options=as_dict(self.write_options, "write_options"),
             merge_schema=self.merge_schema,
             branch=self.branch or None,
+            reset_branch=self.reset_branch,
         )
 
     def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:

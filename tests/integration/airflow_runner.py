@@ -64,6 +64,28 @@ class AirflowRunner:
             timeout=RUN_TIMEOUT_SECONDS,
         )
 
+    def tasks_batch(
+        self,
+        dag_id: str,
+        run_id: str,
+        *items: str,
+        connections: dict[str, dict] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """``airflow tasks test`` of several tasks of one run in one Airflow process (:mod:`.task_batch`)."""
+        full_env = {**self.base_env, **(env or {})}
+        for conn_id, connection in (connections or {}).items():
+            full_env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(connection)
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full_env.get("PYTHONPATH")]))
+        return subprocess.run(
+            [sys.executable, "-m", "tests.integration.task_batch", dag_id, run_id, *items],
+            env=full_env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+        )
+
     def xcom(self, dag_id: str, task_id: str, key: str = "return_value") -> object:
         """The newest XCom a task pushed, read straight from the metadata database."""
         with sqlite3.connect(self.home / "airflow.db") as db:

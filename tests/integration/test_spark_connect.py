@@ -150,6 +150,15 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
     assert lake.current_snapshot_id(table) == created["snapshot_id"]  # main untouched until publish
     published = publish_branch(spark, action_specs.PublishSpec(table=table, branch="audit").validated())
     assert lake.current_snapshot_id(table) == staged["snapshot_id"] == published["snapshot_id"]
+    spark.sql(f"ALTER TABLE {table} DROP BRANCH audit").collect()
+    retried = write_table(  # after the publish and the drop: found in main's history, not written again
+        spark,
+        write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
+        commit_id="wap",
+        reuse_commit=True,
+    )
+    assert (retried["snapshot_id"], retried["found_on_branch"]) == (staged["snapshot_id"], "main")
+    assert set(lake.load(table).metadata.refs) == {"main"}
     tag_snapshot(spark, action_specs.TagSpec(table=table, tag="day1").validated())
     assert lake.load(table).metadata.refs["day1"].snapshot_id == staged["snapshot_id"]
     compacted = upkeep.rewrite_data_files(

@@ -15,10 +15,11 @@ import time
 import pytest
 
 from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.branches import tag_snapshot
+from airflow_iceberg.jobs.branches import reset_branch, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import JobRequest, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
+from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.table_state import TableStateError, ref_snapshot_id
 from airflow_iceberg.jobs.writes import write_table
@@ -358,3 +359,161 @@ def test_a_tag_of_a_given_snapshot_is_idempotent_by_itself_and_never_replaced_un
         other_task = action_specs.TagSpec(table, tag="keep", snapshot_id=second, replace=False)
         run_ref_action(spark, other_task, commit_id="another:task")
     assert lake.state(table) == state
+
+
+def _branch_change(kind: str, branch: str = "audit", **fields):
+    """A write, merge or delete on ``branch``, as (function, spec)."""
+    if kind == "append":
+        return write_table, write_spec(
+            table=fields.pop("table"), mode="append", query=ROWS, branch=branch, **fields
+        )
+    if kind == "merge":
+        source = Source(query=fields.pop("source", values_query([(1, "A"), (9, "i")], "id, name")))
+        return merge_into, action_specs.MergeSpec(
+            fields.pop("table"), source=source, keys=("id",), branch=branch, **fields
+        ).validated()
+    return delete_from, action_specs.DeleteSpec(
+        fields.pop("table"), condition="id = 2", branch=branch, **fields
+    ).validated()
+
+
+@pytest.mark.parametrize("kind", ["append", "merge", "delete"])
+def test_a_branch_write_retried_after_its_branch_was_published_and_dropped_reuses_its_commit(
+    spark, lake, table, kind
+):
+    """The try committed, the audit passed, publish moved main and dropped the branch; then the retry."""
+    write_table(spark, write_spec(table, "create", ROWS, table_properties={"format-version": "2"}))
+    change, spec = _branch_change(kind, table=table)
+    first = change(spark, spec, commit_id=f"wap:{kind}", reuse_commit=True)
+    publish_branch(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True).validated())
+    state, rows = lake.state(table), lake.rows(table)
+
+    retried = change(spark, spec, commit_id=f"wap:{kind}", reuse_commit=True)
+
+    assert lake.state(table) == state and lake.rows(table) == rows  # no second write, no branch made again
+    assert _refs(lake, table) == {"main": first["snapshot_id"]}
+    assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == first["snapshot_id"]
+    assert retried["found_on_branch"] == "main"
+
+
+def test_a_branch_write_finds_its_commit_on_another_branch_after_main(spark, lake, table):
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = write_table(
+        spark, write_spec(table, "append", ROWS, branch="audit"), commit_id="wap:x", reuse_commit=True
+    )
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH kept AS OF VERSION {first['snapshot_id']}")
+    spark.sql(f"ALTER TABLE {table} DROP BRANCH audit")
+    state = lake.state(table)
+
+    retried = write_table(
+        spark, write_spec(table, "append", ROWS, branch="audit"), commit_id="wap:x", reuse_commit=True
+    )
+
+    assert (retried["snapshot_id"], retried["found_on_branch"]) == (first["snapshot_id"], "kept")
+    assert lake.state(table) == state
+    # A write to main looks at main alone: the commit of a branch never published is not main's.
+    on_main = write_table(spark, write_spec(table, "append", ROWS), commit_id="wap:x", reuse_commit=True)
+    assert "reused_earlier_commit" not in on_main and lake.ids(table) == [1, 1, 2, 2]
+
+
+STALE = values_query([(1, "bad")], "id, name")
+GOOD = values_query([(1, "good"), (4, "d")], "id, name")
+
+
+def _failed_audit(spark, lake, table, branch: str = "audit_20240103") -> int:
+    """Main with rows 1, 2, 3; the branch holding the failed audit's merge on top of an older main."""
+    write_table(spark, write_spec(table, "create", ROWS, table_properties={"format-version": "2"}))
+    merge_into(
+        spark,
+        action_specs.MergeSpec(table, source=Source(query=STALE), keys=("id",), branch=branch).validated(),
+        commit_id="wap:merge_changes:run:1",
+    )
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))  # main moves on
+    return lake.current_snapshot_id(table)
+
+
+def _names(lake, table, snapshot_id=None) -> list[tuple[int, str]]:
+    return [(row["id"], row["name"]) for row in lake.rows(table, snapshot_id)]
+
+
+@pytest.mark.parametrize("kind", ["merge", "append"])
+def test_reset_branch_starts_a_stale_branch_afresh_from_main_and_a_retry_reuses_its_commit(
+    spark, lake, table, kind
+):
+    main = _failed_audit(spark, lake, table)
+    change, spec = _branch_change(
+        kind,
+        branch="audit_20240103",
+        table=table,
+        reset_branch=True,
+        **({"source": GOOD} if kind == "merge" else {}),
+    )
+    repaired = change(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)
+
+    head = _refs(lake, table)["audit_20240103"]
+    assert head == repaired["snapshot_id"] and lake.snapshot(table, head).parent_snapshot_id == main
+    assert _names(lake, table, head) == (
+        [(1, "good"), (2, "b"), (3, "c"), (4, "d")]
+        if kind == "merge"
+        else [(1, "a"), (1, "a"), (2, "b"), (2, "b"), (3, "c")]
+    )
+    assert _names(lake, table) == [(1, "a"), (2, "b"), (3, "c")]  # main: untouched
+    state = lake.state(table)
+    retried = change(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)
+    assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == head
+    assert lake.state(table) == state  # found before any reset: the branch is not reset again
+    publish_branch(
+        spark, action_specs.PublishSpec(table, branch="audit_20240103", drop_branch=True).validated()
+    )
+    again = change(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)  # after the publish
+    assert (again["snapshot_id"], again["found_on_branch"]) == (head, "main")
+    assert _refs(lake, table) == {"main": head}
+
+
+def test_a_try_killed_between_the_reset_and_its_write_is_completed_once_by_its_retry(spark, lake, table):
+    reset_at = _failed_audit(spark, lake, table)
+    reset_branch(spark, table, "audit_20240103")  # all the killed try did
+    assert _refs(lake, table)["audit_20240103"] == reset_at
+    write_table(spark, write_spec(table, "append", values_query([(5, "e")], "id, name")))  # main moves on
+    main = lake.current_snapshot_id(table)
+    _, spec = _branch_change("merge", branch="audit_20240103", table=table, reset_branch=True, source=GOOD)
+
+    retried = merge_into(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)
+
+    assert lake.snapshot(table, retried["snapshot_id"]).parent_snapshot_id == main  # reset again, once
+    assert _names(lake, table, retried["snapshot_id"]) == [
+        (1, "good"),
+        (2, "b"),
+        (3, "c"),
+        (4, "d"),
+        (5, "e"),
+    ]
+
+
+def test_a_reset_write_that_fails_leaves_the_stale_branch_as_it_was(spark, lake, table):
+    _failed_audit(spark, lake, table)
+    state, refs = lake.state(table), _refs(lake, table)
+    duplicates = values_query([(5, "x"), (5, "y")], "id, name")
+    _, spec = _branch_change(
+        "merge", branch="audit_20240103", table=table, reset_branch=True, source=duplicates
+    )
+    with pytest.raises(MergeSourceError):
+        merge_into(spark, spec, commit_id="wap:merge_changes:run:2")
+    assert _refs(lake, table) == refs  # the branch is back where it was, for inspection
+    assert lake.current_snapshot_id(table) == state[1]
+
+
+def test_a_reset_write_with_isolation_validates_from_mains_snapshot_not_the_stale_branchs(spark, lake, table):
+    """The stale head is no ancestor of the reset branch: validating from it would always fail."""
+    main = _failed_audit(spark, lake, table)
+    spec = write_spec(
+        table,
+        "overwrite_partitions",
+        values_query([(7, "g")], "id, name"),
+        branch="audit_20240103",
+        reset_branch=True,
+        write_options={"isolation-level": "serializable"},
+    )
+    written = write_table(spark, spec, commit_id="wap:overwrite:run:2")
+    assert lake.snapshot(table, written["snapshot_id"]).parent_snapshot_id == main
+    assert _names(lake, table, written["snapshot_id"]) == [(7, "g")]  # unpartitioned: all rows replaced

@@ -122,8 +122,10 @@ def test_commits_are_looked_up_in_the_history_of_the_ref_being_written(spark, la
 
     assert find_commit(spark, table, TRY_KEY)["snapshot_id"] == appended["snapshot_id"]
     assert find_commit(spark, table, TRY_KEY, ref="audit") is None
-    assert earlier_commit(spark, table, TRY_KEY, ref="audit") is None
     assert find_commit(spark, table, TRY_KEY, ref="no_such_branch") is None
+    # A branch write looks further, main first: a published (and dropped) branch's commit is there.
+    found = earlier_commit(spark, table, TRY_KEY, ref="audit")
+    assert (found["snapshot_id"], found["found_on_branch"]) == (appended["snapshot_id"], "main")
     assert (ref_head(spark, table), ref_head(spark, table, "audit")) == (appended["snapshot_id"], base)
 
 

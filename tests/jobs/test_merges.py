@@ -7,6 +7,7 @@ import pytest
 from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.job_spec import InvalidSpecError, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
+from airflow_iceberg.jobs.table_state import SchemaMismatchError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
@@ -100,15 +101,64 @@ def test_not_matched_by_source_deletes_rows_missing_from_a_full_snapshot_source(
 
 
 @pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
-def test_two_source_rows_for_one_key_fail_clearly_and_change_nothing(spark, lake, table, mode):
+def test_two_source_rows_for_one_table_row_fail_clearly_and_change_nothing(spark, lake, table, mode):
+    """With ``on``, Spark's own cardinality check: a table row matched by two source rows."""
     _table(spark, table, mode)
     state = lake.state(table)
     duplicates = values_query([(1, "x", 1), (1, "y", 2)], "id, name, score")
     with pytest.raises(
         MergeSourceError, match=r"more than one row for a row of .*keep the latest row per key"
     ):
-        merge_into(spark, _merge(table, duplicates, keys=("id",)), commit_id=TRY_KEY)
+        merge_into(spark, _merge(table, duplicates, on="t.id = s.id"), commit_id=TRY_KEY)
     assert lake.state(table) == state
+
+
+@pytest.mark.parametrize(
+    ("mode", "rows", "offending"),
+    [
+        ("copy-on-write", [(7, "x", 1), (7, "y", 2), (8, "z", 3)], r"\(id=7\) 2 rows"),  # a new key, twice
+        ("merge-on-read", [(7, "x", 1), (7, "y", 2), (8, "z", 3)], r"\(id=7\) 2 rows"),
+        ("merge-on-read", [(1, "x", 1), (1, "y", 2)], r"\(id=1\) 2 rows"),  # a key the table has, twice
+        ("copy-on-write", [(None, "n", 0), (2, "B", 2)], r"\(id=NULL\) 1 row"),
+        ("merge-on-read", [(None, "n", 0), (None, "m", 1)], r"\(id=NULL\) 2 rows"),
+    ],
+)
+def test_an_upsert_by_keys_refuses_duplicate_or_null_source_keys_and_changes_nothing(
+    spark, lake, table, mode, rows, offending
+):
+    """Spark checks only table rows matched twice: a new key twice, or a NULL key, would be inserted."""
+    _table(spark, table, mode)
+    state = lake.state(table)
+    source = values_query(rows, "id, name, score")
+    with pytest.raises(MergeSourceError, match=rf"one row per key \(id\) and no NULL key.*{offending}"):
+        merge_into(spark, _merge(table, source, keys=("id",)), commit_id=TRY_KEY, reuse_commit=True)
+    assert lake.state(table) == state
+    assert [(r["id"], r["name"]) for r in lake.rows(table)] == [(1, "ann"), (2, "bob"), (3, "cid")]
+
+
+def test_the_key_check_names_a_few_offending_keys_of_a_composite_key(spark, lake, table):
+    _table(spark, table, "copy-on-write")
+    rows = [(k % 2, f"n{k % 3}", k) for k in range(12)] + [(5, None, 1)]  # 6 pairs twice, a NULL name
+    with pytest.raises(MergeSourceError) as refused:
+        merge_into(spark, _merge(table, values_query(rows, "id, name, score"), keys=("id", "name")))
+    message = str(refused.value)
+    assert "one row per key (id, name) and no NULL key" in message
+    assert "but it has (id=5, name=NULL) 1 row, (id=" in message  # NULL keys first, then the most rows
+    assert message.count(" 2 rows") == 4 and "and more" in message  # a few of them, not every one
+
+
+def test_a_key_missing_from_the_source_is_named(spark, lake, table):
+    _table(spark, table, "copy-on-write")
+    state = lake.state(table)
+    with pytest.raises(SchemaMismatchError, match=r"merge key 'ID2' is not a column of the source"):
+        merge_into(spark, _merge(table, values_query([(1, "a", 1)], "id, name, score"), keys=("ID2",)))
+    assert lake.state(table) == state
+
+
+def test_keys_match_source_columns_whatever_their_case(spark, lake, table):
+    _table(spark, table, "merge-on-read")
+    merge_into(spark, _merge(table, values_query([(2, "BOB", 2)], "ID, name, score"), keys=("Id",)))
+    assert [(r["id"], r["name"]) for r in lake.rows(table)] == [(1, "ann"), (2, "BOB"), (3, "cid")]
 
 
 @pytest.mark.parametrize(
@@ -154,12 +204,61 @@ def test_delete_commits_with_the_commit_id_and_a_retry_returns_that_commit(spark
     )
     assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == deleted["snapshot_id"]
 
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_delete_that_matches_nothing_makes_an_empty_commit_unless_spark_folds_it_away(
+    spark, lake, table, mode
+):
+    """What Iceberg really does (1.10, Spark 3.5 and 4.0), and what the XCom says about it."""
+    _table(spark, table, mode)
     rows = lake.rows(table)
-    nothing = delete_from(
-        spark, action_specs.DeleteSpec(table, condition="id = 99").validated(), commit_id="another-task"
-    )
-    assert (nothing["deleted_records"], nothing["summary"]["airflow-iceberg.commit-id"]) == (
-        0,
-        "another-task",
-    )
-    assert lake.rows(table) == rows
+    # id = 99: file statistics prove no file holds it (a metadata-only delete). length(name) = 99:
+    # Iceberg cannot evaluate it on statistics, so Spark scans the rows (a row-level delete).
+    for condition, operation in (("id = 99", "delete"), ("length(name) = 99", "overwrite")):
+        head = lake.current_snapshot_id(table)
+        result = delete_from(
+            spark, action_specs.DeleteSpec(table, condition=condition).validated(), commit_id=condition
+        )
+        assert result["snapshot_id"] == lake.current_snapshot_id(table)
+        assert lake.snapshot(table, result["snapshot_id"]).parent_snapshot_id == head
+        summary = lake.summary(table)
+        assert (summary["operation"], summary["airflow-iceberg.commit-id"]) == (operation, condition)
+        assert not {"added-data-files", "deleted-data-files", "added-delete-files"} & set(summary)
+        assert (result["committed"], result["operation"]) == (True, operation)
+        counts = ("added_records", "deleted_records", "record_count_change")
+        assert [result[count] for count in counts] == [0, 0, 0]
+        assert lake.rows(table) == rows
+    state = lake.state(table)
+    folded = delete_from(spark, action_specs.DeleteSpec(table, condition="1 = 0").validated(), commit_id="f")
+    assert lake.state(table) == state  # Spark drops a delete whose condition is always false
+    assert (folded["committed"], folded["snapshot_id"]) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("mode", "version"), [("copy-on-write", 2), ("merge-on-read", 2), ("merge-on-read", 3)]
+)
+def test_merge_and_delete_counts_say_how_many_rows_went_on_both_modes(spark, lake, table, mode, version):
+    """Merge-on-read deletes are delete-file entries (v3: deletion vectors), not Iceberg's deleted-records."""
+    properties = {"format-version": str(version), **{f"write.{op}.mode": mode for op in ("merge", "delete")}}
+    write_table(spark, write_spec(table, "create", START, table_properties=properties))
+    live = len(lake.rows(table))
+    merged = merge_into(spark, _merge(table, CHANGES, keys=("id",), clauses=CDC_CLAUSES), commit_id="cdc")
+    summary = lake.summary(table)
+
+    assert merged["record_count_change"] == len(lake.rows(table)) - live == 0  # 1 updated, 1 in, 1 out
+    if mode == "merge-on-read":  # the old version of id 1 and id 3 marked deleted; the new 1 and 4 written
+        assert (merged["deleted_records"], merged["added_records"]) == (2, 2)
+        assert int(summary["added-position-deletes"]) == 2 and "deleted-records" not in summary
+    else:  # every row of each rewritten file counts as deleted, and the kept ones as added again
+        assert merged["deleted_records"] == int(summary["deleted-records"]) >= 2
+        assert merged["added_records"] == int(summary["added-records"]) == merged["deleted_records"]
+    # Then a delete in a data file that has deletes already: merge-on-read replaces its delete file
+    # (v3: its deletion vector), whose entries repeat the earlier ones (removed-position-deletes).
+    for condition, went in (("id = 2", 1), ("id IN (1, 4)", 2)):
+        live = len(lake.rows(table))
+        deleted = delete_from(spark, action_specs.DeleteSpec(table, condition=condition).validated())
+        assert deleted["record_count_change"] == len(lake.rows(table)) - live == -went
+        if mode == "merge-on-read":
+            assert (deleted["deleted_records"], deleted["added_records"]) == (went, 0)
+    assert lake.rows(table) == []
+    assert deleted["summary"] == {k: v for k, v in lake.summary(table).items() if k != "operation"}

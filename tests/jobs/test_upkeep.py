@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs import action_specs, upkeep
 from airflow_iceberg.jobs.branches import tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import InvalidSpecError, JobRequest
 from airflow_iceberg.jobs.merges import delete_from
+from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.upkeep import (
     expire_snapshots,
@@ -232,3 +233,79 @@ def test_a_where_that_is_not_one_expression_is_refused(spark, lake, table):
     with pytest.raises(InvalidSpecError, match="not one SQL expression"):
         rewrite_data_files(spark, action_specs.RewriteDataFilesSpec(table, where="id = 1 OR").validated())
     assert lake.state(table) == state
+
+
+def _snapshot_ids(lake, table) -> set[int]:
+    return {s.snapshot_id for s in lake.snapshots(table)}
+
+
+def test_expiry_counts_the_snapshots_that_went_even_when_a_commit_lands_meanwhile(
+    spark, lake, table, monkeypatch
+):
+    _small_files(spark, table, batches=3)
+    before = _snapshot_ids(lake, table)
+    real_call = upkeep.procedure_call
+
+    def expire_then_another_writer_commits(spark_, table_, procedure, arguments):
+        rows = real_call(spark_, table_, procedure, arguments)
+        write_table(spark, write_spec(table, "append", values_query([(9, "d1")], "id, day")))
+        return rows
+
+    monkeypatch.setattr(upkeep, "procedure_call", expire_then_another_writer_commits)
+    result = expire_snapshots(
+        spark,
+        action_specs.ExpireSnapshotsSpec(
+            table, older_than=int(time.time() * 1000) + 1000, retain_last=1
+        ).validated(),
+    )
+
+    after = _snapshot_ids(lake, table)
+    assert len(before - after) == 3 and len(after - before) == 1  # three went, another writer's arrived
+    assert result["expired_snapshots_count"] == 3
+
+
+def _pending_audit(spark, lake, table) -> tuple[int, int]:
+    """Small files on main; a stale and a foreign branch; ``audit_20240102`` pending publish."""
+    _small_files(spark, table, batches=3, **{"write.delete.mode": "merge-on-read"})
+    first = lake.snapshots(table)[0].snapshot_id
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit_old AS OF VERSION {first}")  # main moved past it
+    write_table(spark, write_spec(table, "append", values_query([(7, "d1")], "id, day"), branch="dev"))
+    delete_from(
+        spark, action_specs.DeleteSpec(table, condition="id = 1", branch="audit_20240102").validated()
+    )
+    refs = lake.load(table).metadata.refs
+    return refs["main"].snapshot_id, refs["audit_20240102"].snapshot_id
+
+
+WAITING_SPECS = [
+    (rewrite_data_files, action_specs.RewriteDataFilesSpec, {"options": {"min-input-files": "2"}}),
+    (rewrite_position_deletes, action_specs.RewritePositionDeletesSpec, {"options": {"rewrite-all": "true"}}),
+    (rewrite_manifests, action_specs.RewriteManifestsSpec, {}),
+]
+#: The procedure each of them would have run.
+PROCEDURES = ["rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests"]
+
+
+def test_compaction_waits_while_a_matching_branch_is_pending_publish_and_runs_once_it_is_published(
+    spark, lake, table
+):
+    main, pending = _pending_audit(spark, lake, table)
+    state, rows = lake.state(table), lake.rows(table)
+    for (rewrite, spec_class, fields), procedure in zip(WAITING_SPECS, PROCEDURES, strict=True):
+        spec = spec_class(table, wait_for_branches=("audit_*", "staging"), **fields).validated()
+        waited = rewrite(spark, spec)
+        assert (waited["skipped"], waited["procedure"]) == (True, procedure)
+        assert waited["waiting_for_branches"] == [{"branch": "audit_20240102", "snapshot_id": pending}]
+        assert (waited["previous_snapshot_id"], waited["snapshot_id"]) == (main, main)
+    assert lake.state(table) == state  # nothing ran: no snapshot, no metadata change
+
+    published = publish_branch(spark, action_specs.PublishSpec(table, branch="audit_20240102").validated())
+    assert published["snapshot_id"] == pending  # the fast-forward still works: main did not move
+    spec = action_specs.RewriteDataFilesSpec(
+        table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
+    ).validated()
+    compacted = rewrite_data_files(spark, spec)  # the branch is published: nothing is pending any more
+    assert "skipped" not in compacted and compacted["rewritten_data_files_count"] >= 2
+    assert lake.load(table).metadata.refs["main"].snapshot_id == compacted["snapshot_id"] != pending
+    assert lake.rows(table) == [row for row in rows if row["id"] != 1]
+    assert len(lake.data_files(table)) == 1

@@ -96,6 +96,12 @@ def _merge(**fields) -> MergeSpec:
         (RollbackSpec("cat.db.t", snapshot_id=1, timestamp=2), "exactly one of"),
         (RewriteManifestsSpec("cat.db.t`"), "invalid part"),
         (WriteSpec("cat.db.t", "create", Source(query="SELECT 1"), branch="audit"), "not to mode 'create'"),
+        (_merge(keys=("id",), reset_branch=True), "reset_branch needs branch"),
+        (DeleteSpec("cat.db.t", condition="id = 1", reset_branch=True), "reset_branch needs branch"),
+        (WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), reset_branch=True), "reset_branch needs"),
+        (RewriteDataFilesSpec("cat.db.t", wait_for_branches=("audit_*; DROP",)), "not a branch name pattern"),
+        (RewriteManifestsSpec("cat.db.t", wait_for_branches=("a b",)), "not a branch name pattern"),
+        (RewritePositionDeletesSpec("cat.db.t", wait_for_branches=("",)), "not a branch name pattern"),
     ],
 )
 def test_invalid_specs_name_the_problem(spec, message):
@@ -172,6 +178,8 @@ def test_merge_argv_is_exact_and_round_trips():
     "spec",
     [
         DeleteSpec("cat.db.t", condition="id = 'a;b'", branch="b1"),
+        DeleteSpec("cat.db.t", condition="id = 1", branch="b1", reset_branch=True),
+        MergeSpec("cat.db.t", source=SOURCE, keys=("id",), branch="audit_1", reset_branch=True),
         PublishSpec("cat.db.t", branch="audit", target_branch="release", drop_branch=True),
         PublishSpec("cat.db.t", branch="audit", expected_snapshot_id=77, create_target_branch=True),
         TagSpec("cat.db.t", tag="eod", snapshot_id=12, retain_days=7, replace=False),
@@ -182,12 +190,17 @@ def test_merge_argv_is_exact_and_round_trips():
             sort_order="zorder(a, b)",
             where="d >= '2024'",
             options={"target-file-size-bytes": "1048576", "min-input-files": "2"},
+            wait_for_branches=("audit_*", "release_[0-9]?"),
         ),
         RewriteManifestsSpec("cat.db.t"),
-        RewritePositionDeletesSpec("cat.db.t", where="d = 1", options={"rewrite-all": "true"}),
+        RewriteManifestsSpec("cat.db.t", wait_for_branches=("audit_*",)),
+        RewritePositionDeletesSpec(
+            "cat.db.t", where="d = 1", options={"rewrite-all": "true"}, wait_for_branches=("audit_*",)
+        ),
         RollbackSpec("cat.db.t", snapshot_id=5),
         RollbackSpec("cat.db.t", timestamp=1704067200000),
         WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), branch="audit_20240102"),
+        WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), branch="audit_1", reset_branch=True),
         OrphanFilesSpec("cat.db.t", older_than=5, dry_run=False, allow_recent_files=True),
     ],
 )
@@ -215,3 +228,9 @@ def test_orphan_removal_keeps_the_24_hour_floor_unless_the_user_opts_in():
     check_orphan_floor(None, allow_recent_files=False)  # Iceberg's default, three days ago
     with pytest.raises(InvalidSpecError):
         check_orphan_floor(1000 + DAY_MS, allow_recent_files=False, now_ms=1000 + DAY_MS + 5)
+
+
+def test_one_branch_pattern_given_as_text_is_one_pattern():
+    assert RewriteManifestsSpec("cat.db.t", wait_for_branches="audit_*").validated().wait_for_branches == (
+        "audit_*",
+    )

@@ -9,6 +9,7 @@ from unittest import mock
 import pendulum
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.common.compat.sdk import AirflowSkipException
 from airflow.sdk import DAG, task
 
 from airflow_iceberg.exceptions import InvalidSpecError
@@ -86,6 +87,29 @@ _VALUED = {"--result-file", "--commit-id", "--commit-property"}
         (
             IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1"),
             ["delete", "--table", "demo.db.t", "--condition", "id = 1"],
+        ),
+        (
+            IcebergDeleteOperator(
+                task_id="t", table="db.t", condition="id = 1", branch="b", reset_branch=True
+            ),
+            ["delete", "--table", "demo.db.t", "--condition", "id = 1", "--branch", "b", "--reset-branch"],
+        ),
+        (
+            IcebergAppendOperator(
+                task_id="t", table="db.t", source_query="SELECT 1 AS id", branch="audit", reset_branch=True
+            ),
+            [
+                "write",
+                "--table",
+                "demo.db.t",
+                "--mode",
+                "append",
+                "--source-query",
+                "SELECT 1 AS id",
+                "--branch",
+                "audit",
+                "--reset-branch",
+            ],
         ),
         (
             IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1 AS id", branch="audit"),
@@ -175,6 +199,32 @@ _VALUED = {"--result-file", "--commit-id", "--commit-property"}
             ["rewrite-manifests", "--table", "demo.db.t"],
         ),
         (
+            IcebergRewriteManifestsOperator(
+                task_id="t", table="db.t", wait_for_branches=["audit_*", "stage"]
+            ),
+            [
+                "rewrite-manifests",
+                "--table",
+                "demo.db.t",
+                "--wait-for-branch",
+                "audit_*",
+                "--wait-for-branch",
+                "stage",
+            ],
+        ),
+        (
+            IcebergRewriteDataFilesOperator(task_id="t", table="db.t", wait_for_branches="audit_*"),
+            [
+                "rewrite-data-files",
+                "--table",
+                "demo.db.t",
+                "--strategy",
+                "binpack",
+                "--wait-for-branch",
+                "audit_*",
+            ],
+        ),
+        (
             IcebergRewritePositionDeleteFilesOperator(
                 task_id="t", table="db.t", options={"rewrite-all": True}
             ),
@@ -254,6 +304,35 @@ def test_bad_input_fails_before_spark_submit(catalog, op, message):
         op.execute({"ti": _TaskInstance()})
 
 
+def _run_with_result(op, result: dict):
+    """Run ``execute`` with spark-submit replaced by a job that reports ``result``."""
+
+    def execute(self, context):
+        argv = list(self.application_args)
+        Path(argv[argv.index("--result-file") + 1]).write_text(json.dumps({"status": "success", **result}))
+
+    with mock.patch.object(SparkSubmitOperator, "execute", execute):
+        return op.execute({"ti": _TaskInstance()})
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        IcebergRewriteDataFilesOperator(task_id="t", table="db.t", wait_for_branches="audit_*"),
+        IcebergRewritePositionDeleteFilesOperator(task_id="t", table="db.t", wait_for_branches="audit_*"),
+        IcebergRewriteManifestsOperator(task_id="t", table="db.t", wait_for_branches="audit_*"),
+    ],
+    ids=lambda op: op.task_type,
+)
+def test_a_rewrite_that_waited_for_a_branch_is_skipped_with_the_jobs_reason(catalog, op):
+    op.iceberg_conn_id = catalog
+    waited = {"table": "demo.db.t", "skipped": True, "reason": "branch audit_1 (snapshot 7) is waiting"}
+    with pytest.raises(AirflowSkipException, match=r"branch audit_1 \(snapshot 7\) is waiting"):
+        _run_with_result(op, waited)
+    done = {"table": "demo.db.t", "rewritten_data_files_count": 2, "snapshot_id": 8}
+    assert _run_with_result(op, done)["snapshot_id"] == 8
+
+
 def test_template_fields():
     assert {"source_query", "source_table", "keys", "on", "clauses", "branch"} <= set(
         IcebergMergeOperator.template_fields
@@ -263,7 +342,13 @@ def test_template_fields():
     assert {"branch", "target_branch", "expected_snapshot_id"} <= set(IcebergPublishOperator.template_fields)
     assert {"tag", "snapshot_id"} <= set(IcebergTagOperator.template_fields)
     assert {"older_than", "retain_last"} <= set(IcebergExpireSnapshotsOperator.template_fields)
-    assert {"where", "options", "sort_order"} <= set(IcebergRewriteDataFilesOperator.template_fields)
+    assert {"where", "options", "sort_order", "wait_for_branches"} <= set(
+        IcebergRewriteDataFilesOperator.template_fields
+    )
+    assert "wait_for_branches" in IcebergRewriteManifestsOperator.template_fields
+    assert {"where", "options", "wait_for_branches"} <= set(
+        IcebergRewritePositionDeleteFilesOperator.template_fields
+    )
     assert {"snapshot_id", "timestamp"} <= set(IcebergRollbackOperator.template_fields)
 
 
