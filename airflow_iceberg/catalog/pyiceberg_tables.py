@@ -44,7 +44,8 @@ def pyiceberg_properties(config: CatalogConfig) -> dict[str, str]:
     properties = {k: v for k, v in catalog_properties(config).items() if not k.startswith("jdbc.")}
     if config.kind == "jdbc":
         properties["type"] = "sql"
-        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, config.password)
+        password = config.password or config.uri_password
+        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, password)
     return properties
 
 
