@@ -81,6 +81,8 @@ class CatalogConfig:
     hadoop_properties: dict[str, str] = field(default_factory=dict, repr=False)
     uri_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     session_catalog: bool = False
+    #: Over Spark Connect the server defines the catalog's secrets (see operators/connect_secrets.py).
+    connect_server_credentials: bool = False
     iceberg_version: str = DEFAULT_ICEBERG_VERSION
     spark_version: str = DEFAULT_SPARK_VERSION
     scala_version: str = DEFAULT_SCALA_VERSION
@@ -466,6 +468,7 @@ def _to_tuple(value: Any, name: str) -> tuple[str, ...]:
 #: How each extra field's JSON value becomes a CatalogConfig attribute (UI forms send strings).
 _CONVERTERS = {
     "session_catalog": _to_bool,
+    "connect_server_credentials": _to_bool,
     "cache_enabled": _to_bool,
     "cache_expiration_interval_ms": _to_int,
     "catalog_properties": _to_str_dict,

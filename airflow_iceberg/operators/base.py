@@ -35,6 +35,7 @@ from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
+from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.spark_submit_env import with_clean_environment
@@ -138,6 +139,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             refused = connect_refusal(spec)
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
+            configs = [hook.catalog_config for hook in self.catalog_hooks]
+            refuse_per_session_secrets(configs, settings, self.conf)  # before any session opens
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
