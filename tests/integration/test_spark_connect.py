@@ -235,8 +235,8 @@ def test_a_per_session_secret_is_refused_before_anything_runs(
         "Spark Connect: catalog 'demo' has secret setting(s) spark.sql.catalog.demo.jdbc.other, and a task "
         "never sends a secret per session"
     )
-    assert "--conf spark.sql.catalog.demo.jdbc.other=..." in message and "connect_server_credentials" in message
-    assert "spark-submit mode" in message
+    assert "--conf spark.sql.catalog.demo.jdbc.other=..." in message
+    assert "connect_server_credentials" in message and "spark-submit mode" in message
     assert sentinel not in message
     assert not lake.exists("demo.db.refused")
     assert sentinel not in spark_connect_server.event_log_text()
