@@ -103,6 +103,13 @@ CONN_FIELDS: dict[str, Any] = {
         "description": "Wrap Spark's built-in catalog with SparkSessionCatalog (catalog name spark_catalog).",
         "schema": {"type": ["boolean", "null"], "default": False},
     },
+    "connect_server_credentials": {
+        "label": "Credentials on the Connect server",
+        "description": "Over Spark Connect, the server defines this catalog's secrets "
+        "(spark.sql.catalog.<name>.<key> in its spark-defaults.conf); tasks send only the other "
+        "settings. Off: a task with secrets is refused over Spark Connect. spark-submit ignores it.",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
     "iceberg_version": _required(
         "Iceberg version", "Version of iceberg-spark-runtime to load.", default="1.10.2"
     ),

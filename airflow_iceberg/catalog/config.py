@@ -13,6 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_iceberg.catalog.secret_detection import (
+    display_uri,
+    is_secret_property,
+    shown_in_clear_message,
+    split_jdbc_secrets,
+    uri_secret_problem,
+)
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.jobs.job_spec import PROPERTY_KEY_RE, SQL_NAME_RE
 
@@ -51,7 +58,9 @@ class CatalogConfig:
 
     Field names match the connection's extra keys (see ``get_provider_info``'s ``conn-fields``),
     except ``uri``, ``login`` and ``password``, which come from the connection's own fields, and
-    ``password_property``, whose extra key is ``pass_property`` (see :data:`EXTRA_ALIASES`).
+    ``password_property``, whose extra key is ``pass_property`` (see :data:`EXTRA_ALIASES`), and
+    ``uri_secrets``: the secret driver properties found in a JDBC URI (``?password=…``), which
+    :func:`config_from_fields` moves out of ``uri`` (see :func:`split_jdbc_secrets`).
     """
 
     catalog_name: str = DEFAULT_CATALOG_NAME
@@ -70,7 +79,10 @@ class CatalogConfig:
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
     secret_properties: dict[str, str] = field(default_factory=dict, repr=False)
     hadoop_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    uri_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     session_catalog: bool = False
+    #: Over Spark Connect the server defines the catalog's secrets (see operators/connect_secrets.py).
+    connect_server_credentials: bool = False
     iceberg_version: str = DEFAULT_ICEBERG_VERSION
     spark_version: str = DEFAULT_SPARK_VERSION
     scala_version: str = DEFAULT_SCALA_VERSION
@@ -82,6 +94,11 @@ class CatalogConfig:
     def kind(self) -> str:
         """The catalog type, or ``custom`` for a ``catalog-impl`` class."""
         return "custom" if self.catalog_impl else str(self.catalog_type)
+
+    @property
+    def uri_password(self) -> str | None:
+        """The ``password=`` the catalog URI carried, moved out of ``uri`` (for non-Spark clients)."""
+        return next((value for name, value in self.uri_secrets.items() if name.lower() == "password"), None)
 
     def validate(self) -> CatalogConfig:
         """Raise :class:`InvalidCatalogConfigError` naming the first wrong field; return self."""
@@ -121,6 +138,7 @@ class CatalogConfig:
                 "catalog_type",
                 f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}",
             )
+        self._validate_uri_secrets()  # first: later messages may quote the URI
         self._validate_locations()
         self._validate_credentials()
         for name, properties in (
@@ -130,6 +148,8 @@ class CatalogConfig:
         ):
             for key in properties:
                 _check(PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
+                if name != "secret_properties":
+                    _check(not is_secret_property(key), name, shown_in_clear_message(name, key))
         for key in self.secret_properties:
             _check(
                 key not in self.catalog_properties,
@@ -196,6 +216,38 @@ class CatalogConfig:
                 f"a {kind} catalog URI starts with http:// or https://, got {self.uri!r}",
             )
 
+    def _validate_uri_secrets(self) -> None:
+        """A catalog URI that still holds a secret is refused; the ones moved out must not clash."""
+        for name, location in (("host", self.uri), ("warehouse", self.warehouse)):
+            problem = uri_secret_problem(location) if location else None
+            _check(problem is None, name, str(problem))
+        if not self.uri_secrets:
+            return
+        _check(
+            self.kind in ("jdbc", "custom"),
+            "host",
+            "only a JDBC catalog URI may carry driver properties such as password=",
+        )
+        _check(
+            not (self.password and "password" in {name.lower() for name in self.uri_secrets}),
+            "password",
+            "the catalog URI carries a password too; keep it in the Password field only "
+            "and remove it from the URI",
+        )
+        password_key = self.credential_properties()[1] if self.password else None
+        for name in self.uri_secrets:
+            key = f"jdbc.{name}"
+            for source, keys in (
+                ("password", {password_key}),
+                ("secret_properties", self.secret_properties),
+                ("catalog_properties", self.catalog_properties),
+            ):
+                _check(
+                    key not in keys,
+                    source,
+                    f"{key!r} is also set by the catalog URI's {name}= parameter; set it in one place only",
+                )
+
     def _validate_credentials(self) -> None:
         login_key, password_key = self.credential_properties()
         if self.kind == "rest" and self.login and not self.password:
@@ -220,11 +272,12 @@ class CatalogConfig:
             )
 
     def secret_keys(self) -> frozenset[str]:
-        """Catalog properties that are secrets whatever their name: Secret properties, and the
-        property the Password fills."""
+        """Catalog properties that are secrets whatever their name: Secret properties, the
+        property the Password fills, and the driver properties taken out of a JDBC URI."""
         password_key = self.credential_properties()[1]
         filled = {password_key} if password_key and self.password else set()
-        return frozenset(self.secret_properties) | filled
+        from_uri = {f"jdbc.{name}" for name in self.uri_secrets}
+        return frozenset(self.secret_properties) | filled | from_uri
 
     def credential_properties(self) -> tuple[str | None, str | None]:
         """The catalog properties that the connection's login and password go to.
@@ -305,7 +358,7 @@ def config_from_fields(
     ``""`` — take their defaults.
     """
     extra = {EXTRA_ALIASES.get(key, key): value for key, value in extra.items()}
-    known = set(CatalogConfig.__dataclass_fields__) - {"uri", "login", "password"}
+    known = set(CatalogConfig.__dataclass_fields__) - {"uri", "login", "password", "uri_secrets"}
     unknown = sorted(set(extra) - known - {"uri"})
     if unknown:
         raise InvalidCatalogConfigError(
@@ -328,7 +381,12 @@ def config_from_fields(
     uri = _uri(extra.get("uri") or host, port or None)
     if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
         uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
-    return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
+    uri_secrets: dict[str, str] = {}
+    if uri and uri.startswith("jdbc:"):  # JdbcCatalog gives jdbc.<name> properties to the driver
+        uri, uri_secrets = split_jdbc_secrets(uri)
+    return CatalogConfig(
+        uri=uri, login=login or None, password=password or None, uri_secrets=uri_secrets, **values
+    ).validate()
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -353,13 +411,16 @@ def _uri(host: str | None, port: int | None) -> str | None:
     scheme, sep, rest = host.partition("://")
     authority, slash, path = (rest if sep else host).partition("/")
     if not sep and ":" in authority and not authority.split(":")[-1].isdigit():
-        raise field_error("port", f"{port} cannot be added to {host!r}, which has no host:port part")
+        raise field_error(
+            "port", f"{port} cannot be added to {display_uri(host)!r}, which has no host:port part"
+        )
     named = re.search(r":([0-9]+)$", authority.split(",")[0])
     if named:
         _check(
             int(named.group(1)) == port,
             "port",
-            f"{port} differs from the port in the URI {host!r}; leave Port empty or make them agree",
+            f"{port} differs from the port in the URI {display_uri(host)!r}; "
+            "leave Port empty or make them agree",
         )
         return host
     authority = f"{authority}:{port}"
@@ -407,6 +468,7 @@ def _to_tuple(value: Any, name: str) -> tuple[str, ...]:
 #: How each extra field's JSON value becomes a CatalogConfig attribute (UI forms send strings).
 _CONVERTERS = {
     "session_catalog": _to_bool,
+    "connect_server_credentials": _to_bool,
     "cache_enabled": _to_bool,
     "cache_expiration_interval_ms": _to_int,
     "catalog_properties": _to_str_dict,

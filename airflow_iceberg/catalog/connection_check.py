@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from airflow_iceberg.catalog.config import CatalogConfig
-from airflow_iceberg.catalog.spark_settings import catalog_properties, is_secret_property
+from airflow_iceberg.catalog.secret_detection import display_uri
+from airflow_iceberg.catalog.spark_settings import catalog_properties
 from airflow_iceberg.naming import DEFAULT_PORTS  # ports assumed when a URI names none
 
 #: Seconds for each connect or call.
@@ -48,13 +49,6 @@ class Probe:
 def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     """Run the check that fits the catalog's type; never raises, never takes much longer than the deadline."""
     prefix = f"{config.kind} catalog {config.catalog_name!r}"
-    exposed = secrets_shown_in_clear(config)
-    if exposed:
-        field, key = exposed[0]
-        return False, (
-            f"{prefix}: {field} key {key!r} looks like a secret, and Airflow shows {field} "
-            "in clear in the UI and REST API; move it to secret_properties (Secret properties)"
-        )
     try:
         probe = _PROBES.get(config.kind, _tcp_probe)(config)
     except Exception as error:  # a URI too malformed to even plan a check
@@ -69,21 +63,6 @@ def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     except Exception as error:  # the UI wants a sentence, not a traceback
         return False, f"{prefix}: {probe.what} failed: {summarize(error)}"
     return True, f"{prefix}: {probe.what} succeeded: {found}"
-
-
-def secrets_shown_in_clear(config: CatalogConfig) -> list[tuple[str, str]]:
-    """``(field, key)`` for each secret-looking property outside ``secret_properties``.
-
-    Spark gets them out of band either way, but Airflow masks only extra keys named like secrets,
-    and not at all inside a JSON string, so such a value would be shown in the form and in
-    ``GET /api/v2/connections``. ``secret_properties`` is masked as a whole.
-    """
-    return [
-        (field, key)
-        for field in ("catalog_properties", "hadoop_properties")
-        for key in getattr(config, field)
-        if is_secret_property(key)
-    ]
 
 
 def summarize(error: BaseException) -> str:
@@ -131,16 +110,6 @@ def connectable(host: str, port: int) -> None:
 def _accepts(host: str, port: int) -> str:
     connectable(host, port)
     return "accepts connections"
-
-
-def display_uri(uri: str) -> str:
-    """A URI fit for a message: no user info, no query string (either may carry a password)."""
-    parsed = urlparse(uri.removeprefix("jdbc:"))
-    if not parsed.netloc:
-        return uri.split("?", 1)[0]
-    netloc = parsed.netloc.rsplit("@", 1)[-1]
-    shown = parsed._replace(netloc=netloc, query="", params="", fragment="").geturl()
-    return f"jdbc:{shown}" if uri.startswith("jdbc:") else shown
 
 
 def _host_port(uri: str) -> tuple[str, int]:
@@ -305,7 +274,7 @@ def _postgres_probe(config: CatalogConfig) -> Probe:
         "port": port,
         "dbname": database,
         "user": user,
-        "password": config.password or params.get("password"),
+        "password": config.password or config.uri_password,
         "connect_timeout": max(2, int(TIMEOUT_SECONDS)),  # libpq's minimum is 2
     }
     if params.get("sslmode"):

@@ -78,7 +78,8 @@ def pyiceberg_properties(config: CatalogConfig) -> dict[str, str]:
         properties["uri"] = ",".join(uri.strip() for uri in properties["uri"].split(",") if uri.strip())
     if config.kind == "jdbc":
         properties["type"] = "sql"
-        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, config.password)
+        password = config.password or config.uri_password
+        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, password)
     return properties
 
 

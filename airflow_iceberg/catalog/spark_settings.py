@@ -7,6 +7,10 @@ operators pass it in a file only the task's user can read, see ``operators/base.
 A value is secret by where it comes from as well as by its name: whatever the connection's
 Password field fills is secret whatever property it fills (``pass_property`` may name
 anything), and so is every property whose name looks like a credential.
+
+``spark.redaction.regex`` is part of the output because it must cover every secret key: Spark
+redacts a setting in its UI and event log only when the pattern matches its key (or value), and
+a Password that fills a harmless-looking property (``jdbc.pw``) matches no generic pattern.
 """
 
 from __future__ import annotations
@@ -16,18 +20,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airflow_iceberg.catalog.config import CatalogConfig, field_error
+from airflow_iceberg.catalog.secret_detection import is_secret_property
 from airflow_iceberg.exceptions import CatalogSettingsConflictError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SESSION_CATALOG_CLASS = "org.apache.iceberg.spark.SparkSessionCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
-#: Any catalog property whose name matches this is a credential and never goes on argv.
-SECRET_PROPERTY_RE = re.compile(r"(?i)password|secret|token|credential|access[._-]?key")
+REDACTION_KEY = "spark.redaction.regex"
 #: Spark's default redaction pattern misses Iceberg REST's ``credential``; this one does not.
 #: The bracketed letters match themselves; they keep the literal words out of the pattern so
 #: that SparkSubmitHook's log masking does not mistake this setting for a secret and garble argv.
 REDACTION_REGEX = "(?i)secr[e]t|passw[o]rd|t[o]ken|access[.]key|cr[e]dential"
+#: What :data:`REDACTION_REGEX` matches, as a Python pattern (Spark's is a Java one).
+_REDACTED_WORDS_RE = re.compile(r"(?i)secret|password|token|access[.]key|credential")
 
 
 @dataclass(frozen=True)
@@ -48,9 +54,13 @@ class SparkSettings:
                 f"two Iceberg catalog connections both define catalog {', '.join(clashes)!r}; "
                 "give each connection its own catalog_name"
             )
+        secret_conf = _merge_conf(self.secret_conf, other.secret_conf)
+        conf = _merge_conf(self.conf, other.conf)
+        if REDACTION_KEY in conf:  # one pattern for the secrets of both
+            conf[REDACTION_KEY] = redaction_regex(secret_conf)
         return SparkSettings(
-            conf=_merge_conf(self.conf, other.conf),
-            secret_conf=_merge_conf(self.secret_conf, other.secret_conf),
+            conf=conf,
+            secret_conf=secret_conf,
             jars=_unique(self.jars + other.jars),
             packages=_unique(self.packages + other.packages),
             catalog_names=self.catalog_names + other.catalog_names,
@@ -90,6 +100,7 @@ def catalog_properties(config: CatalogConfig) -> dict[str, str]:
         # Without it Iceberg creates the legacy v0 schema, which pyiceberg and views cannot use.
         properties["jdbc.schema-version"] = "V1"
     properties.update(_credentials(config))
+    properties.update({f"jdbc.{name}": value for name, value in config.uri_secrets.items()})
     for source, extra in (
         ("catalog_properties", config.catalog_properties),
         ("secret_properties", config.secret_properties),
@@ -127,8 +138,22 @@ def _bool_text(value: bool | None) -> str | None:
     return None if value is None else str(value).lower()
 
 
-def is_secret_property(key: str) -> bool:
-    return bool(SECRET_PROPERTY_RE.search(key))
+def redaction_regex(secret_conf: Iterable[str], *patterns: str | None) -> str:
+    """A ``spark.redaction.regex`` that matches every key in ``secret_conf``, and what ``patterns`` match.
+
+    :data:`REDACTION_REGEX` covers keys that name a credential; each other secret key (a Password
+    filling ``jdbc.pw``) is added literally, every character that is not a letter or digit in
+    brackets (a Java and Python regex alike). Other patterns (the user's own) are kept whole, each
+    in a group, so their flags and alternatives stay theirs.
+    """
+    literal = [
+        "".join(char if char.isalnum() else f"[{char}]" for char in key)
+        for key in sorted(set(secret_conf))
+        if not _REDACTED_WORDS_RE.search(key)
+    ]
+    ours = "|".join([REDACTION_REGEX, *literal])
+    theirs = [f"(?:{pattern})" for pattern in dict.fromkeys(patterns) if pattern and pattern != ours]
+    return "|".join([*theirs, f"(?:{ours})"]) if theirs else ours
 
 
 def spark_settings(config: CatalogConfig) -> SparkSettings:
@@ -138,13 +163,14 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
     conf = {
         EXTENSIONS_KEY: ICEBERG_EXTENSIONS,
         prefix: SESSION_CATALOG_CLASS if config.session_catalog else SPARK_CATALOG_CLASS,
-        "spark.redaction.regex": REDACTION_REGEX,
+        REDACTION_KEY: REDACTION_REGEX,  # extended below, once the secret keys are known
     }
     secret_conf: dict[str, str] = {}
     secret_keys = config.secret_keys()
     for key, value in catalog_properties(config).items():
         target = secret_conf if key in secret_keys or is_secret_property(key) else conf
         target[f"{prefix}.{key}"] = value
+    conf[REDACTION_KEY] = redaction_regex(secret_conf)
     if config.session_catalog and config.kind == "hive":
         # The wrapped built-in catalog must see the same metastore for the non-Iceberg tables.
         conf["spark.sql.catalogImplementation"] = "hive"
@@ -176,6 +202,8 @@ def _merge_conf(left: dict[str, str], right: dict[str, str]) -> dict[str, str]:
     for key, value in right.items():
         if key == EXTENSIONS_KEY:
             merged[key] = merge_csv(merged.get(key), value)
+        elif key == REDACTION_KEY:
+            merged.setdefault(key, value)  # recomputed from the merged secrets by the caller
         elif key in merged and merged[key] != value:
             raise CatalogSettingsConflictError(
                 f"two Iceberg catalog connections set {key!r} to different values; they cannot share one job"

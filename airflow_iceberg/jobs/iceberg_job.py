@@ -2,10 +2,11 @@
 
 spark-submit runs this file on the driver, with the rest of ``airflow_iceberg.jobs`` shipped
 beside it as a zip (``--py-files``). It parses its arguments with ``job_spec.parse_argv`` (the
-same module the operators used to build them), applies the catalog secrets it receives through
-the environment, runs one write (:mod:`.writes`), batch read (:mod:`.reads`), bounded stream
-(:mod:`.streams`) or maintenance action (:mod:`.maintenance`), and writes a small JSON result
-(snapshot id, operation, counts) for the operator to return as XCom.
+same module the operators used to build them), gives the SparkContext it creates the catalog
+secrets it reads from the operator's private file, runs one write (:mod:`.writes`), batch read
+(:mod:`.reads`), bounded stream (:mod:`.streams`) or maintenance action (:mod:`.maintenance`),
+and writes a small JSON result (snapshot id, operation, counts) for the operator to return as
+XCom.
 
 Every function takes a SparkSession it does not own, so tests drive them against one shared
 local session. ``main`` is the only place that creates (and stops) a session; the work itself is
@@ -14,6 +15,7 @@ local session. ``main`` is the only place that creates (and stops) a session; th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -34,17 +36,15 @@ from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
 
 
-def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
-    """Set the catalog secrets from the operator's private secrets file on the session.
+def read_secret_conf(path: str | None) -> dict[str, str]:
+    """The catalog secrets in the operator's private secrets file (``{}`` without one).
 
     The secrets never travel in argv (visible in ``ps`` and task logs) nor in any process's
     environment: the operator writes them to a file only its user can read, and only the file's
-    path is an argument. They are set as session SQL configuration before any catalog is used:
-    Spark creates catalogs lazily from that configuration, and session settings are not shipped
-    to executors. Returns the keys set; error messages never include the values.
+    path is an argument. Error messages never include the values.
     """
     if not path:
-        return []
+        return {}
     try:
         with open(path, encoding="utf-8") as handle:
             secrets = json.load(handle)
@@ -57,8 +57,20 @@ def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
         secrets = None
     if not isinstance(secrets, dict):
         raise job_spec.InvalidSpecError(f"the secrets file {path} must be a JSON object of Spark settings")
+    return {str(key): str(value) for key, value in secrets.items()}
+
+
+def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
+    """Set the catalog secrets of the secrets file on a session the job did not create.
+
+    :func:`main` gives them to the SparkContext it creates instead (see there); this is for a
+    session that already exists (an embedding process, a test). Session settings are not shipped
+    to executors, and Spark creates catalogs lazily from them, but Spark copies them into every
+    job's properties, which its event log writes out unredacted. Returns the keys set.
+    """
+    secrets = read_secret_conf(path)
     for key, value in secrets.items():
-        spark.conf.set(str(key), str(value))
+        spark.conf.set(key, value)
     return sorted(secrets)
 
 
@@ -153,16 +165,20 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
         result = {"status": "success", **run(spark, request)}
         result["lineage"] = describe_tables(spark, tables_of(request.spec))
     except (job_spec.InvalidSpecError, TableStateError) as error:
-        message = describe_error(error)
-        print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
-        _write_result(request.result_file, {"status": "failed", "error": message})
-        return 1
+        return report_failure(request, describe_error(error))
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...
         _write_result(request.result_file, {"status": "failed", "error": describe_error(error)})
         raise
     print("airflow-iceberg result: " + job_spec.dump_result(loggable(result)), flush=True)
     _write_result(request.result_file, result)
     return 0
+
+
+def report_failure(request: job_spec.JobRequest, message: str) -> int:
+    """Report an expected failure on stderr and in the result file; return the exit code, 1."""
+    print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
+    _write_result(request.result_file, {"status": "failed", "error": message})
+    return 1
 
 
 def loggable(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,10 +207,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     A session that already exists (an embedding process, a test) belongs to its creator and is
     left running. The builder sets no application name: spark-submit's ``--name`` (the
     operator's templated ``name``) is what the Spark UI, History Server and YARN must show.
+
+    The catalog secrets go to the builder, so they are in the new SparkContext's SparkConf: Spark
+    redacts a setting in its event log and UI only when it is in SparkConf and
+    ``spark.redaction.regex`` (which the operator extends to every secret key) matches it. Set on
+    the session alone, Spark would copy them unredacted into every job's properties.
     """
     request = job_spec.parse_argv(sys.argv[1:] if argv is None else argv)
     owned = SparkSession.getActiveSession() is None
-    spark = SparkSession.builder.getOrCreate()
+    try:
+        secrets = read_secret_conf(request.secret_conf_file) if owned else {}
+    except job_spec.InvalidSpecError as error:
+        return report_failure(request, describe_error(error))
+    builder = SparkSession.builder
+    for key, value in secrets.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if owned:  # the secrets are in SparkConf already; a borrowed session gets them in run_job
+        request = dataclasses.replace(request, secret_conf_file=None)
     context = spark.sparkContext
     print(f"airflow-iceberg: Spark application {context.applicationId} ({context.appName})", flush=True)
     try:

@@ -18,17 +18,27 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, combined_settings, merge_csv
+from airflow_iceberg.catalog.spark_settings import (
+    EXTENSIONS_KEY,
+    REDACTION_KEY,
+    SparkSettings,
+    combined_settings,
+    merge_csv,
+    redaction_regex,
+)
 from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
+from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
+from airflow_iceberg.operators.spark_submit_env import with_clean_environment
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -131,6 +141,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             refused = connect_refusal(spec)
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
+            configs = [hook.catalog_config for hook in self.catalog_hooks]
+            refuse_per_session_secrets(configs, settings, self.conf)  # before any session opens
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -199,6 +211,13 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
 
+    def _get_hook(self) -> SparkSubmitHook:
+        """The provider's hook, except that spark-submit inherits none of Airflow's secrets.
+
+        See :mod:`airflow_iceberg.operators.spark_submit_env`.
+        """
+        return with_clean_environment(super()._get_hook())
+
     def _commit_id(self, context: Context) -> str:
         """The id a commit is tagged with: the same for a retry, new for a cleared (repaired) task.
 
@@ -227,7 +246,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """Point SparkSubmitOperator at our job, with the catalog settings merged into the user's.
 
         The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
-        which is merged so that other extensions (Delta, Sedona ...) keep working. The table's
+        which is merged so that other extensions (Delta, Sedona ...) keep working, and
+        ``spark.redaction.regex``, which is merged so that it still hides every catalog secret
+        (the user's pattern, or the secret keys, alone would leave some in clear). The table's
         catalog becomes ``spark.sql.defaultCatalog``, so queries can name tables as ``db.table``.
         ``job_archive`` (the job package as a zip) joins the user's ``py_files``.
         """
@@ -235,6 +256,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         # Unqualified names in source queries resolve in the table's own catalog.
         conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0], **user_conf}
         conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
+        conf[REDACTION_KEY] = redaction_regex(settings.secret_conf, user_conf.get(REDACTION_KEY))
         self.conf = conf
         self.jars = merge_csv(self.jars, *settings.jars) or None
         self.packages = merge_csv(self.packages, *settings.packages) or None

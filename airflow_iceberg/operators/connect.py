@@ -10,8 +10,8 @@ job's, exactly as on the driver.
 What a running server cannot take per session is the server's business: the Iceberg runtime
 jar on its classpath and ``spark.sql.extensions`` (static settings, fixed when its JVM started).
 Catalogs are set per session (``spark.sql.catalog.<name>.*``, ``spark.sql.defaultCatalog``), so
-each task gets its connection's catalogs, and its secrets never leave this process except in
-the gRPC config request to the server.
+each task gets its connection's catalogs. Their secrets are the server's, never sent
+(:mod:`airflow_iceberg.operators.connect_secrets`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, ICEBERG_EXTENSIONS, SparkSettings
+from airflow_iceberg.operators.connect_secrets import check_server_secrets, user_secret_keys
 
 if TYPE_CHECKING:
     import logging
@@ -46,12 +47,13 @@ def session_settings(settings: SparkSettings, user_conf: Mapping[str, Any] | Non
     """The non-secret settings a task sets on its session: the catalogs', then the user's ``conf``.
 
     ``spark.sql.extensions`` and ``spark.redaction.regex`` are left out (static: the server
-    starts with them); the user's ``conf`` wins as in spark-submit mode. Settings the server
+    starts with them), and so are the user's secret-looking keys (the server's to set, like the
+    catalogs' secrets); the user's ``conf`` wins as in spark-submit mode. Settings the server
     refuses to change per session (``spark.executor.memory`` ...) are skipped with a warning.
     """
     conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0]}
     conf.update({str(key): str(value) for key, value in (user_conf or {}).items()})
-    for key in SERVER_SETTINGS:
+    for key in (*SERVER_SETTINGS, *user_secret_keys(user_conf)):
         conf.pop(key, None)
     return conf
 
@@ -91,8 +93,8 @@ class ConnectJob:
             if self.killed:  # killed while the session was being opened
                 raise RuntimeError("the task was killed before its Spark Connect job started")
             self.log.info("Spark Connect session %s, operation tag %s", spark.session_id, self.tag)
-            self._configure(spark, session_settings(settings, user_conf), secret=False)
-            self._configure(spark, settings.secret_conf, secret=True)
+            check_server_secrets(spark, settings.secret_conf, self.log)
+            self._configure(spark, session_settings(settings, user_conf))
             self._check_extensions(spark)
             return run_job(spark, request)
         finally:
@@ -117,14 +119,14 @@ class ConnectJob:
         finally:
             spark.stop()
 
-    def _configure(self, spark: Any, conf: Mapping[str, str], *, secret: bool) -> None:
+    def _configure(self, spark: Any, conf: Mapping[str, str]) -> None:
         from pyspark.errors import AnalysisException
 
         for key, value in conf.items():
             try:
                 spark.conf.set(key, value)
             except AnalysisException as error:
-                if secret or "CANNOT_MODIFY_CONFIG" not in str(error):
+                if "CANNOT_MODIFY_CONFIG" not in str(error):
                     raise
                 self.log.warning(
                     "Spark Connect: %s cannot be set per session; it is the server's to set", key

@@ -139,13 +139,12 @@ RESOLVING_FILE_IO = "org.apache.iceberg.io.ResolvingFileIO"
 
 def s3_storage_properties(rest: Any) -> dict[str, str]:
     """S3FileIO's properties for the SeaweedFS S3 endpoint (it vends no storage settings itself)."""
-    return {
-        "s3.endpoint": rest.s3_endpoint,
-        "s3.path-style-access": "true",
-        "client.region": rest.region,
-        "s3.access-key-id": rest.access_key,
-        "s3.secret-access-key": rest.secret_key,
-    }
+    return {"s3.endpoint": rest.s3_endpoint, "s3.path-style-access": "true", "client.region": rest.region}
+
+
+def s3_storage_secrets(rest: Any) -> dict[str, str]:
+    """S3FileIO's keys for that endpoint: Secret properties, which Airflow masks."""
+    return {"s3.access-key-id": rest.access_key, "s3.secret-access-key": rest.secret_key}
 
 
 def rest_spark_connection(
@@ -174,6 +173,7 @@ def rest_spark_connection(
             "scope": "catalog",
             **s3_storage_properties(rest),
         },
+        "secret_properties": s3_storage_secrets(rest),
     }
     if packages:
         extra["extra_packages"] = os.environ["ICEBERG_AWS_BUNDLE_COORDINATE"]

@@ -1,4 +1,5 @@
-"""Sample every process's command line while something runs, to prove what never appears in argv."""
+"""Sample every process's command line (and chosen processes' environments) while something runs,
+to prove what never appears in argv or in ``/proc/<pid>/environ``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ class CommandLineSampler:
 
     Use as a context manager around a run; ``command_lines`` then holds every distinct command
     line seen, including short-lived children such as spark-submit's JVM and the PySpark driver.
+    For each process whose command line contains one of ``environ_of``, ``environments`` holds its
+    command line and environment (``/proc/<pid>/environ``), once per process.
     """
 
-    def __init__(self, interval: float = 0.05) -> None:
+    def __init__(self, interval: float = 0.05, environ_of: tuple[str, ...] = ()) -> None:
         self.interval = interval
+        self.environ_of = environ_of
         self.command_lines: set[str] = set()
+        self.environments: dict[int, tuple[str, dict[str, str]]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -38,9 +43,26 @@ class CommandLineSampler:
                     raw = (entry / "cmdline").read_bytes()
                 except OSError:
                     continue
-                if raw:
-                    self.command_lines.add(raw.replace(b"\0", b" ").decode("utf-8", "replace").strip())
+                if not raw:
+                    continue
+                line = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+                self.command_lines.add(line)
+                pid = int(entry.name)
+                if pid not in self.environments and any(needle in line for needle in self.environ_of):
+                    self._read_environment(pid, entry, line)
             self._stop.wait(self.interval)
+
+    def _read_environment(self, pid: int, entry: Path, line: str) -> None:
+        try:
+            raw = (entry / "environ").read_bytes()
+        except OSError:
+            return
+        pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0") if item)
+        self.environments[pid] = (line, {key: value for key, _, value in pairs})
+
+    def environments_of(self, needle: str) -> list[dict[str, str]]:
+        """The environments of the sampled processes whose command line contains ``needle``."""
+        return [env for line, env in self.environments.values() if needle in line]
 
     def matching(self, needle: str) -> list[str]:
         return [line for line in self.command_lines if needle in line]

@@ -383,7 +383,7 @@ def test_rest_api_secret_outside_secret_properties_is_reported(api_server: ApiSe
     status, result = api_server.request("POST", "/api/v2/connections/test", body)
     assert (status, result["status"]) == (200, False), result
     assert result["message"] == (
-        "hadoop catalog 'iceberg': catalog_properties key 's3.secret-access-key' looks like a secret, "
-        "and Airflow shows catalog_properties in clear in the UI and REST API; move it to "
-        "secret_properties (Secret properties)"
+        "Invalid configuration: Iceberg catalog connection field 'catalog_properties': key "
+        "'s3.secret-access-key' looks like a secret, and Airflow shows catalog_properties in clear in "
+        "the UI and REST API; move it to secret_properties (Secret properties) as 's3.secret-access-key'"
     )

@@ -19,17 +19,20 @@ import time
 
 import pytest
 
-from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from tests.integration.airflow_runner import hadoop_catalog_connection
 from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
+from tests.integration.event_logs import shows_redacted
 from tests.integration.in_process import execute
 from tests.integration.process_sampler import CommandLineSampler
 from tests.jobs.helpers import Lake, values_query, write_spec
 from tests.servers import SeaweedRestCatalog
+from tests.servers.connect_catalog_secrets import DEMO_SECRETS, REST_SECRET_KEY
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
-SENTINELS = ("SENTINEL-CONNECT-PASSWORD-3f1a", "SENTINEL-CONNECT-TOKEN-8c2e", "SENTINEL-CONNECT-S3A-61bd")
+#: The demo catalog's secrets, which the shared server starts with (tests/servers/connect_catalog_secrets.py).
+SENTINELS = tuple(DEMO_SECRETS.values())
 
 
 # ---------------------------------------------------------------------------- the job, over Connect
@@ -346,6 +349,33 @@ def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(connect
     assert lake.ids("demo.db.events") == [1, 2]
 
 
+def test_a_per_session_secret_is_refused_before_anything_runs(
+    connect_connections, spark_connect_server, monkeypatch
+):
+    """Spark would write it in clear to the server's event log; the task says what to do instead."""
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+
+    lake = connect_connections
+    sentinel = "SENTINEL-CONNECT-REFUSED-5d07"
+    catalog = hadoop_catalog_connection(lake.warehouse)
+    catalog["password"] = sentinel
+    catalog["extra"]["pass_property"] = "jdbc.other"  # not on the server; connect_server_credentials off
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(catalog))
+    create = IcebergCreateTableOperator(task_id="create", table="db.refused", source_query=ROWS)
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        execute(create)
+    message = str(refused.value)
+    assert message.startswith(
+        "Spark Connect: catalog 'demo' has secret setting(s) spark.sql.catalog.demo.jdbc.other, and a task "
+        "never sends a secret per session"
+    )
+    assert "--conf spark.sql.catalog.demo.jdbc.other=..." in message
+    assert "connect_server_credentials" in message and "spark-submit mode" in message
+    assert sentinel not in message
+    assert not lake.exists("demo.db.refused")
+    assert sentinel not in spark_connect_server.event_log_text()
+
+
 def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_connections):
     from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
 
@@ -378,11 +408,11 @@ def daily_orders_over_connect(airflow_runner, spark_connect_server, tmp_path_fac
     """The example DAG in Connect mode, with sentinel secrets in its catalog connection."""
     warehouse = tmp_path_factory.mktemp("connect-warehouse")
     catalog = hadoop_catalog_connection(warehouse)
-    catalog["password"] = SENTINELS[0]
+    catalog["password"] = DEMO_SECRETS["jdbc.pw"]
     catalog["extra"].update(
-        password_property="jdbc.pw",
-        catalog_properties={"rest.auth.token": SENTINELS[1]},
-        hadoop_properties={"fs.s3a.secret.key": SENTINELS[2]},
+        pass_property="jdbc.pw",
+        secret_properties={key: DEMO_SECRETS[key] for key in ("rest.auth.token", "hadoop.fs.s3a.secret.key")},
+        connect_server_credentials=True,  # the server starts with these (connect_catalog_secrets.py)
     )
     started = time.monotonic()
     with CommandLineSampler() as sampler:
@@ -440,11 +470,19 @@ def test_the_example_dag_over_connect_writes_the_same_history(daily_orders_over_
     assert output.count("Spark Connect session") == 4 and "Spark-Submit cmd" not in output
 
 
-def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_server_log(
+def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_server_logs(
     daily_orders_over_connect, airflow_runner, spark_connect_server
 ):
+    """The task used the server's own secrets and sent none: the server's event log holds none in
+    clear, only redacted, and nothing else the run touched holds one either."""
     completed = daily_orders_over_connect["completed"]
+    event_log = spark_connect_server.event_log_text()
+    assert '"Event":"SparkListenerJobStart"' in event_log, "the server's event log must have the run's jobs"
+    for key in DEMO_SECRETS:
+        assert shows_redacted(event_log, f"spark.sql.catalog.demo.{key}"), key
+    assert "the task sends no secret; the server must define spark.sql.catalog.demo" in completed.stdout
     texts = [completed.stdout, completed.stderr, spark_connect_server.log_path.read_text(errors="replace")]
+    texts.append(event_log)
     logs = [p for p in (airflow_runner.home / "logs").rglob("*") if p.is_file()]
     texts += [p.read_text(errors="replace") for p in logs]
     assert any("Spark Connect session" in text for text in texts), "the task logs must have been captured"
@@ -461,8 +499,8 @@ def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_se
 def own_rest_catalog(tmp_path):
     """A REST catalog of this test's own: the spark-submit story runs (``test_story_dags.py``) may
     share this xdist worker's session catalog, and the DAGs create the same tables."""
-    with SeaweedRestCatalog(tmp_path / "seaweedfs") as server:
-        yield server
+    with SeaweedRestCatalog(tmp_path / "seaweedfs", secret_key=REST_SECRET_KEY) as server:
+        yield server  # its secrets are the Connect server's (tests/servers/connect_catalog_secrets.py)
 
 
 def test_the_story_dags_over_connect_in_one_airflow_process(
@@ -470,6 +508,8 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
 ):
     """EMR quickstart, Prophecy target, daily diff, incremental feed: four runs, one Airflow start."""
     rest_catalog = own_rest_catalog
+    connection = rest_spark_connection(rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO)
+    connection["extra"]["connect_server_credentials"] = True  # its OAuth2 and S3 secrets are the server's
     checkpoints = tmp_path / "checkpoints"
     started = time.monotonic()
     completed = airflow_runner.dags_test(
@@ -479,9 +519,7 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
         "iceberg_daily_diff",
         f'iceberg_incremental_feed:{{"checkpoints": "{checkpoints}"}}',
         connections={
-            "iceberg_catalog_default": rest_spark_connection(
-                rest_catalog, packages=False, io_impl=RESOLVING_FILE_IO
-            ),
+            "iceberg_catalog_default": connection,
             "spark_default": spark_connect_server.connection(),
         },
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from .connect_catalog_secrets import server_conf
 from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .postgres import PostgresServer
@@ -103,9 +104,12 @@ def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieSe
 def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
     """A Spark Connect server (Spark 4.0, Iceberg runtime and AWS bundle) on 127.0.0.1, shared by the session.
 
-    Put every test that uses it in one file: ``pytest -n 2 --dist loadfile`` then starts it once.
+    It starts with the test catalogs' secrets (:mod:`.connect_catalog_secrets`) and writes an event
+    log, in which the tests look for them. Put every test that uses it in one file:
+    ``pytest -n 2 --dist loadfile`` then starts it once.
     """
     bundle = REPO_ROOT / ".cache/jars/iceberg-aws-bundle-1.10.1.jar"
     extra = (bundle,) if bundle.is_file() else ()
-    with SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), extra_jars=extra) as server:
+    workdir = tmp_path_factory.mktemp("spark-connect")
+    with SparkConnectServer(workdir, extra_jars=extra, conf=server_conf(), event_log=True) as server:
         yield server

@@ -5,12 +5,15 @@ server in ``jars/spark-connect_2.13-4.0.5.jar``; the script only runs ``spark-su
 org.apache.spark.sql.connect.service.SparkConnectServer``, which is what this does. The Iceberg
 runtime (and the AWS bundle, for the REST catalog on S3) goes on the classpath with ``--jars``
 and Iceberg's SQL extensions into ``spark.sql.extensions``, the two things a server must start
-with; catalogs are set per session by the operators. The gRPC port is a free 127.0.0.1 port.
+with; catalogs are set per session by the operators, except their secrets, which a server must
+start with too (``conf``: written to a private properties file, as a deployment keeps them in
+spark-defaults.conf, never on the server's command line). The gRPC port is a free 127.0.0.1 port.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from .ports import LOOPBACK, free_port, port_accepts
@@ -39,16 +42,29 @@ class SparkConnectServer(OneProcessServer):
         port: The gRPC port (filled at start).
     """
 
-    def __init__(self, workdir: Path, *, extra_jars: tuple[Path, ...] = (), startup_timeout: float = 180.0):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        extra_jars: tuple[Path, ...] = (),
+        conf: Mapping[str, str] | None = None,
+        event_log: bool = False,
+        startup_timeout: float = 180.0,
+    ):
         """Prepares (does not start) the server.
 
         Args:
             workdir: Private folder for this server; created if missing.
             extra_jars: More jars for its classpath (the runtime is always there).
+            conf: More Spark settings, secrets included: they go to a properties file only this
+                user can read (``--properties-file``, with spark-defaults.conf still loaded).
+            event_log: Write Spark's event log to ``event_log_dir``.
             startup_timeout: Seconds to wait for the gRPC port (10-30 s here).
         """
         self.workdir = Path(workdir).absolute()
         self.extra_jars = extra_jars
+        self.conf = dict(conf or {})
+        self.event_log = event_log
         self.startup_timeout = startup_timeout
         self.port = 0
         self.process: ManagedProcess | None = None
@@ -60,6 +76,15 @@ class SparkConnectServer(OneProcessServer):
     @property
     def log_path(self) -> Path:
         return self.workdir / "spark-connect.log"
+
+    @property
+    def event_log_dir(self) -> Path:
+        return self.workdir / "event-log"
+
+    def event_log_text(self) -> str:
+        """Everything the server's event log holds so far (Spark flushes it at each job's end)."""
+        files = sorted(path for path in self.event_log_dir.rglob("*") if path.is_file())
+        return "".join(path.read_text(errors="replace") for path in files)
 
     def connection(self) -> dict:
         """The apache-spark provider's ``spark_connect`` connection for this server."""
@@ -101,6 +126,7 @@ class SparkConnectServer(OneProcessServer):
             "spark.ui.enabled=false",
             "--conf",
             f"spark.sql.warehouse.dir={self.workdir / 'spark-warehouse'}",
+            *self._properties_file_arguments(),
             server_jar,
         ]
         env = {
@@ -118,3 +144,28 @@ class SparkConnectServer(OneProcessServer):
                 lambda: port_accepts(LOOPBACK, self.port), timeout=self.startup_timeout, what="the gRPC port"
             )
         return self
+
+    def _properties_file_arguments(self) -> list[str]:
+        conf = dict(self.conf)
+        if self.event_log:
+            self.event_log_dir.mkdir(parents=True, exist_ok=True)
+            conf.update(
+                {
+                    "spark.eventLog.enabled": "true",
+                    "spark.eventLog.dir": self.event_log_dir.as_uri(),
+                    # Spark 4 compresses (zstd) and rolls event logs by default; tests read them.
+                    "spark.eventLog.compress": "false",
+                    "spark.eventLog.rolling.enabled": "false",
+                }
+            )
+        if not conf:
+            return []
+        path = self.workdir / "server.properties"
+        path.unlink(missing_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            for key, value in conf.items():
+                escaped = value.replace("\\", "\\\\")  # java.util.Properties reads a backslash as an escape
+                handle.write(f"{key}={escaped}\n")
+        # With --properties-file, Spark 4 reads spark-defaults.conf as well only when asked.
+        return ["--properties-file", str(path), "--load-spark-defaults"]

@@ -125,21 +125,25 @@ def test_hadoop_warehouse_spellings_of_one_directory_agree():
 
 def test_secrets_never_reach_the_uri():
     uris = [
-        _uri({"catalog_type": "rest"}, f"http://user:{SECRET}@rest:8181?token={SECRET}", password=SECRET),
+        _uri({"catalog_type": "rest"}, "http://user@rest:8181?scope=catalog", password=SECRET),
         _uri({"catalog_type": "jdbc", "warehouse": "/w"}, f"jdbc:postgresql://db/x?user=u&password={SECRET}"),
         _uri(
             {"catalog_type": "jdbc", "warehouse": "/w"},
             f"jdbc:sqlserver://db:1433;databaseName=x;password={SECRET}",
         ),
-        _uri(
-            {"catalog_type": "hadoop", "warehouse": f"s3a://key:{SECRET}@bucket/wh"},
-            login="k",
-            password=SECRET,
-        ),
+        _uri({"catalog_type": "hadoop", "warehouse": "s3a://bucket/wh"}, login="k", password=SECRET),
     ]
     for uri in uris:
         assert SECRET not in urllib.parse.unquote(uri), uri
     assert "databaseName%3Dx" in uris[2]  # a property that names the database is kept
+    # A secret in user info or a token parameter is refused before any asset is named.
+    for extra, host in (
+        ({"catalog_type": "rest"}, f"http://user:{SECRET}@rest:8181?token={SECRET}"),
+        ({"catalog_type": "hadoop", "warehouse": f"s3a://key:{SECRET}@bucket/wh"}, None),
+    ):
+        with pytest.raises(InvalidCatalogConfigError) as refused:
+            _uri(extra, host)
+        assert SECRET not in str(refused.value)
 
 
 def test_sanitize_canonicalises_a_hand_written_uri():

@@ -242,3 +242,133 @@ def test_secret_properties_are_read_as_objects_or_json_strings():
         config = config_from_fields({"catalog_type": "rest", "secret_properties": value}, host="http://r")
         assert config.secret_properties == {"credential": "a:b"}
         assert config.secret_keys() == {"credential"}
+
+
+# --------------------------------------------------------------------------- secrets in clear fields
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "target"),
+    [
+        ("catalog_properties", {"credential": "SENTINEL"}, "credential"),
+        ("catalog_properties", '{"rest.auth.token": "SENTINEL"}', "rest.auth.token"),  # a JSON string
+        ("catalog_properties", {"header.Authorization": "Bearer SENTINEL"}, "header.Authorization"),
+        ("hadoop_properties", {"fs.s3a.secret.key": "SENTINEL"}, "hadoop.fs.s3a.secret.key"),
+        (
+            "hadoop_properties",
+            '{"fs.azure.account.key.acct": "SENTINEL"}',
+            "hadoop.fs.azure.account.key.acct",
+        ),
+    ],
+)
+def test_a_secret_in_a_field_airflow_shows_in_clear_is_refused(field, value, target):
+    """Airflow masks neither ``credential`` nor anything inside a JSON string: Secret properties it is."""
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        config_from_fields({"catalog_type": "rest", field: value}, host="http://r")
+    key = next(iter(value if isinstance(value, dict) else __import__("json").loads(value)))
+    assert str(refused.value) == (
+        f"Iceberg catalog connection field {field!r}: key {key!r} looks like a secret, and Airflow shows "
+        f"{field} in clear in the UI and REST API; move it to secret_properties (Secret properties) "
+        f"as {target!r}"
+    )
+    assert "SENTINEL" not in str(refused.value)
+
+
+def test_settings_about_a_secret_are_not_secrets():
+    config = config_from_fields(
+        {
+            "catalog_type": "rest",
+            "catalog_properties": {"token-refresh-enabled": "false", "token-expires-in-ms": "60000"},
+            "hadoop_properties": {"fs.s3a.aws.credentials.provider": "com.example.Provider"},
+        },
+        host="http://r",
+    )
+    assert config.secret_keys() == frozenset()
+
+
+# --------------------------------------------------------------------------- secrets in the catalog URI
+
+
+@pytest.mark.parametrize(
+    ("host", "uri", "moved"),
+    [
+        (
+            "postgresql://db:5432/cat?user=etl&password=p%40ss+word&sslmode=require",
+            "jdbc:postgresql://db:5432/cat?user=etl&sslmode=require",
+            {"password": "p@ss word"},
+        ),
+        (
+            "jdbc:postgresql://db/cat?sslpassword=k&password=p",
+            "jdbc:postgresql://db/cat",
+            {"sslpassword": "k", "password": "p"},
+        ),
+        (
+            "jdbc:sqlserver://db:1433;databaseName=cat;user=etl;password={p;w}",
+            "jdbc:sqlserver://db:1433;databaseName=cat;user=etl",
+            {"password": "p;w"},
+        ),
+        (
+            "jdbc:h2:/data/cat;PASSWORD=pw;MODE=PostgreSQL",
+            "jdbc:h2:/data/cat;MODE=PostgreSQL",
+            {"PASSWORD": "pw"},
+        ),
+        ("jdbc:sqlite:/data/cat.db", "jdbc:sqlite:/data/cat.db", {}),
+    ],
+)
+def test_a_jdbc_uri_password_is_moved_to_a_secret_driver_property(host, uri, moved):
+    config = config_from_fields({"catalog_type": "jdbc", "warehouse": "/w"}, host=host)
+    assert (config.uri, config.uri_secrets) == (uri, moved)
+    assert config.secret_keys() == {f"jdbc.{name}" for name in moved}
+    assert "p@ss" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fields", "message"),
+    [
+        (
+            {"catalog_type": "rest"},
+            {"host": "https://client:SENTINEL@rest.example/api"},
+            r"^Iceberg catalog connection field 'host': the URI carries a password in its user "
+            r"info \(user:password@\); put the password in the Password field",
+        ),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            {"host": "jdbc:mysql://etl:SENTINEL@db:3306/cat"},
+            r"'host': the URI carries a password in its user info",
+        ),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            {"host": "jdbc:oracle:thin:etl/SENTINEL@//db:1521/cat"},
+            r"'host': the URI carries a password in its user info",
+        ),
+        (
+            {"catalog_type": "nessie", "warehouse": "/w"},
+            {"host": "https://nessie/api/v2?token=SENTINEL"},
+            r"'host': the URI carries the secret-looking parameter 'token'",
+        ),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            {"host": "postgresql://db/cat?password=SENTINEL", "password": "other"},
+            r"'password': the catalog URI carries a password too; keep it in the Password field only",
+        ),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w", "secret_properties": {"jdbc.password": "x"}},
+            {"host": "postgresql://db/cat?password=SENTINEL"},
+            r"'secret_properties': 'jdbc.password' is also set by the catalog URI's password= parameter",
+        ),
+        (
+            {"catalog_type": "hadoop", "warehouse": "s3a://key:SENTINEL@bucket/wh"},
+            {},
+            r"'warehouse': the URI carries a password in its user info",
+        ),
+        (
+            {"catalog_type": "hive"},
+            {"host": "thrift://u:SENTINEL@m:1", "port": 2},
+            r"'port': 2 differs from the port in the URI 'thrift://m:1'",
+        ),
+    ],
+)
+def test_a_secret_left_in_the_catalog_uri_is_refused_without_its_value(extra, fields, message):
+    with pytest.raises(InvalidCatalogConfigError, match=message) as refused:
+        config_from_fields(extra, **fields)
+    assert "SENTINEL" not in str(refused.value)

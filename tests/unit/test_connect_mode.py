@@ -12,7 +12,7 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_iceberg.catalog.spark_settings import SparkSettings
-from airflow_iceberg.exceptions import InvalidSpecError
+from airflow_iceberg.exceptions import InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs.job_spec import JobRequest
 from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect, session_settings
@@ -26,7 +26,12 @@ def connect_connections(iceberg_connection, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
     return iceberg_connection(
         password="SENTINEL-pw",
-        extra={"catalog_name": "demo", "catalog_type": "hadoop", "warehouse": "file:///wh"},
+        extra={
+            "catalog_name": "demo",
+            "catalog_type": "hadoop",
+            "warehouse": "file:///wh",
+            "connect_server_credentials": True,  # the server defines the secret (S3A key)
+        },
     )
 
 
@@ -47,7 +52,11 @@ def test_session_settings_are_the_catalogs_and_the_users_without_server_only_one
         secret_conf={"spark.sql.catalog.demo.credential": "SENTINEL"},
         catalog_names=("demo", "other"),
     )
-    user_conf = {"spark.sql.catalog.demo.type": "rest", "spark.sql.shuffle.partitions": 3}
+    user_conf = {
+        "spark.sql.catalog.demo.type": "rest",
+        "spark.sql.shuffle.partitions": 3,
+        "spark.sql.catalog.demo.token": "SENTINEL",  # secret-looking: the server's to set
+    }
     conf = session_settings(settings, user_conf)
     assert conf == {
         "spark.sql.catalog.demo": "org.apache.iceberg.spark.SparkCatalog",
@@ -110,3 +119,108 @@ def test_on_kill_interrupts_the_connect_job_not_spark_submit(connect_connections
         append.on_kill()
     job.interrupt.assert_called_once_with()
     submit_kill.assert_not_called()
+
+
+class FakeSession:
+    """What ``ConnectJob.run`` uses of a Connect session: its conf (the server's), tags, stop."""
+
+    def __init__(self, server_conf: dict[str, str]) -> None:
+        self.server_conf = server_conf
+        self.sent: dict[str, str] = {}
+        self.session_id, self.is_stopped = "s1", False
+        self.conf = mock.Mock()
+        self.conf.get.side_effect = lambda key, default=None: self.sent.get(
+            key, server_conf.get(key, default)
+        )
+        self.conf.set.side_effect = self.sent.__setitem__
+
+    def addTag(self, tag: str) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.is_stopped = True
+
+
+def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
+    """``ConnectJob.run`` against a fake server; returns the session and whether the job ran."""
+    from pyspark.sql.connect.session import SparkSession
+
+    session = FakeSession(server_conf)
+    builder = mock.Mock()
+    builder.remote.return_value.create.return_value = session
+    monkeypatch.setattr(SparkSession, "Builder", lambda: builder)
+    ran = mock.Mock(return_value=0)
+    monkeypatch.setattr("airflow_iceberg.jobs.iceberg_job.run_job", ran)
+    job = ConnectJob("spark_default", mock.Mock())
+    try:
+        job.run(settings, JobRequest(spec=mock.Mock(), result_file="/tmp/r.json"), user_conf)
+    finally:
+        assert session.is_stopped
+    return session, ran
+
+
+SECRET_SETTINGS = SparkSettings(
+    conf={
+        "spark.sql.catalog.demo": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.demo.type": "hadoop",
+    },
+    secret_conf={"spark.sql.catalog.demo.jdbc.pw": "SENTINEL-pw"},
+    catalog_names=("demo",),
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "conf", "message"),
+    [
+        (
+            {},
+            None,
+            r"^Spark Connect: catalog 'demo' has secret setting\(s\) "
+            r"spark\.sql\.catalog\.demo\.hadoop\.fs\.s3a\.secret\.key, and a task never sends a secret "
+            r"per session: .* turn on connect_server_credentials",
+        ),
+        (
+            {"connect_server_credentials": True},
+            {"spark.hadoop.fs.s3a.secret.key": "SENTINEL-conf"},
+            r"^Spark Connect: the operator's conf sets spark\.hadoop\.fs\.s3a\.secret\.key, which looks "
+            r"like a secret, .* Define it on the Spark Connect server and remove it from conf",
+        ),
+    ],
+)
+def test_a_per_session_secret_is_refused_before_any_session_opens(
+    iceberg_connection, monkeypatch, extra, conf, message
+):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark_connect", "host": "h"}))
+    iceberg_connection(
+        password="SENTINEL-pw",
+        extra={"catalog_name": "demo", "catalog_type": "hadoop", "warehouse": "file:///wh", **extra},
+    )
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1", conf=conf)
+    with (
+        mock.patch.object(ConnectJob, "run") as run,
+        pytest.raises(InvalidCatalogConfigError, match=message) as refused,
+    ):
+        append.execute({})
+    run.assert_not_called()
+    assert "SENTINEL" not in str(refused.value) and "spark-submit mode" in str(refused.value)
+
+
+def test_a_secret_the_server_shows_in_clear_is_refused(connect_connections, monkeypatch):
+    """Spark Connect hides a setting its redaction pattern matches; one it returns is unredacted."""
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        _run_connect_job(monkeypatch, {"spark.sql.catalog.demo.jdbc.pw": "the-servers"}, SECRET_SETTINGS)
+    assert str(refused.value).startswith(
+        "Spark Connect: the server shows its spark.sql.catalog.demo.jdbc.pw to any client, so its "
+        "spark.redaction.regex does not match it"
+    )
+    assert "the-servers" not in str(refused.value)
+
+
+def test_the_servers_own_secret_is_used_and_the_task_sends_none(connect_connections, monkeypatch):
+    session, ran = _run_connect_job(monkeypatch, {}, SECRET_SETTINGS)  # {}: redacted settings read as unset
+    ran.assert_called_once()
+    assert session.sent == {
+        "spark.sql.catalog.demo": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.demo.type": "hadoop",
+        "spark.sql.defaultCatalog": "demo",
+    }

@@ -286,16 +286,27 @@ def test_hook_runs_the_check_of_its_connection(iceberg_connection, tmp_path):
     )
 
 
-@pytest.mark.parametrize("field", ["catalog_properties", "hadoop_properties"])
-def test_a_secret_outside_secret_properties_fails_the_test_button(field):
-    """Airflow shows such a value in clear; the button says where it belongs instead."""
-    config = config_from_fields(
-        {"catalog_type": "hive", field: {"fs.s3a.secret.key": "s3cr3t-value"}}, host="thrift://m:1"
-    )
-    ok, message = check_catalog(config)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("catalog_properties", {"fs.s3a.secret.key": "s3cr3t-value"}),
+        ("hadoop_properties", {"fs.s3a.secret.key": "s3cr3t-value"}),
+        (
+            "catalog_properties",
+            '{"credential": "s3cr3t-value"}',
+        ),  # a JSON string: Airflow masks nothing in it
+    ],
+)
+def test_a_secret_outside_secret_properties_fails_the_test_button(iceberg_connection, field, value):
+    """Airflow shows such a value in clear; the button says where it belongs, as a task would."""
+    conn_id = iceberg_connection(host="thrift://m:1", extra={"catalog_type": "hive", field: value})
+    ok, message = IcebergCatalogHook(iceberg_conn_id=conn_id).test_connection()
+    key = "credential" if isinstance(value, str) else "fs.s3a.secret.key"
+    target = f"hadoop.{key}" if field == "hadoop_properties" else key
     assert not ok
     assert message == (
-        f"hive catalog 'iceberg': {field} key 'fs.s3a.secret.key' looks like a secret, and Airflow "
-        f"shows {field} in clear in the UI and REST API; move it to secret_properties (Secret properties)"
+        f"Invalid configuration: Iceberg catalog connection field {field!r}: key {key!r} looks like a "
+        f"secret, and Airflow shows {field} in clear in the UI and REST API; move it to "
+        f"secret_properties (Secret properties) as {target!r}"
     )
     assert "s3cr3t-value" not in message

@@ -198,7 +198,8 @@ def test_hook_reads_the_same_connection_from_the_environment(airflow_env, monkey
 
 def test_catalog_server_and_client_agree_on_storage(services, airflow_env):
     rest, minio = services["rest"]["environment"], services["minio"]["environment"]
-    properties = connection(airflow_env, "iceberg_catalog_default")["extra"]["catalog_properties"]
+    extra = connection(airflow_env, "iceberg_catalog_default")["extra"]
+    properties = {**extra["catalog_properties"], **extra["secret_properties"]}
     assert rest["CATALOG_IO__IMPL"] == S3_FILE_IO
     assert rest["CATALOG_S3_ENDPOINT"] == properties["s3.endpoint"]
     assert (

@@ -369,6 +369,30 @@ def test_bad_connection_fails_before_spark_starts(iceberg_connection, spark_conn
     submit.assert_not_called()
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "key"),
+    [
+        ("catalog_properties", {"credential": "SENTINEL-cp"}, "credential"),
+        ("catalog_properties", '{"rest.auth.token": "SENTINEL-cp"}', "rest.auth.token"),  # a JSON string
+        ("hadoop_properties", '{"fs.s3a.secret.key": "SENTINEL-hp"}', "fs.s3a.secret.key"),
+    ],
+)
+def test_a_secret_airflow_shows_in_clear_fails_before_spark_starts(
+    iceberg_connection, spark_connection, field, value, key
+):
+    conn_id = iceberg_connection("clear", extra={"catalog_type": "hadoop", "warehouse": "/wh", field: value})
+    op = IcebergAppendOperator(task_id="t", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1")
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute") as submit,
+        pytest.raises(InvalidCatalogConfigError) as refused,
+    ):
+        op.execute({"ti": _ti()})
+    submit.assert_not_called()
+    assert f"field {field!r}: key {key!r} looks like a secret" in str(refused.value)
+    assert "move it to secret_properties (Secret properties)" in str(refused.value)
+    assert "SENTINEL" not in str(refused.value)
+
+
 def test_constructing_operators_reads_no_connection(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("connection looked up at DAG parse time")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_iceberg.catalog.config import config_from_fields
@@ -9,6 +11,7 @@ from airflow_iceberg.catalog.spark_settings import (
     ICEBERG_EXTENSIONS,
     REDACTION_REGEX,
     combined_settings,
+    redaction_regex,
     runtime_coordinate,
     spark_settings,
 )
@@ -249,25 +252,62 @@ def test_per_catalog_hadoop_properties_and_s3a_keys():
     }
 
 
-def test_secret_looking_extra_properties_never_reach_argv_settings():
+def test_secret_properties_never_reach_argv_settings_and_settings_about_secrets_do():
     settings = settings_for(
         {
             "catalog_type": "rest",
+            "secret_properties": {"s3.secret-access-key": "x", "s3.access-key-id": "y", "header.X-Api": "z"},
             "catalog_properties": {
-                "s3.secret-access-key": "x",
-                "s3.access-key-id": "y",
-                "header.X-Api-Token": "z",
                 "s3.endpoint": "e",
+                "token-refresh-enabled": "false",  # about a token, not one
+                "client.credentials-provider": "com.example.Provider",
             },
+            "hadoop_properties": {"fs.s3a.aws.credentials.provider": "com.example.Provider"},
         },
         host="http://rest:8181",
     )
     assert set(settings.secret_conf) == {
         "spark.sql.catalog.iceberg.s3.secret-access-key",
         "spark.sql.catalog.iceberg.s3.access-key-id",
-        "spark.sql.catalog.iceberg.header.X-Api-Token",
+        "spark.sql.catalog.iceberg.header.X-Api",
     }
-    assert "spark.sql.catalog.iceberg.s3.endpoint" in settings.conf
+    for key in (
+        "s3.endpoint",
+        "token-refresh-enabled",
+        "client.credentials-provider",
+        "hadoop.fs.s3a.aws.credentials.provider",
+    ):
+        assert f"spark.sql.catalog.iceberg.{key}" in settings.conf
+
+
+def test_the_redaction_regex_covers_every_secret_key_however_harmless_its_name():
+    """Spark redacts a setting only when ``spark.redaction.regex`` matches its key or value."""
+    settings = settings_for(
+        {"catalog_name": "demo", "catalog_type": "hive", "pass_property": "jdbc.pw"},
+        password="p",
+        host="thrift://m:9083",
+    )
+    regex = settings.conf["spark.redaction.regex"]
+    assert regex == f"{REDACTION_REGEX}|spark[.]sql[.]catalog[.]demo[.]jdbc[.]pw"
+    for key in settings.secret_conf:
+        assert re.search(regex.removeprefix("(?i)"), key, re.IGNORECASE), key
+    assert not re.search(r"(?i)secret|password", regex)  # SparkSubmitHook's log masking would garble argv
+
+
+def test_the_redaction_regex_of_two_catalogs_covers_both_and_keeps_the_users():
+    first = config_from_fields(
+        {"catalog_name": "a", "catalog_type": "hive", "pass_property": "x.pw"}, password="p"
+    )
+    second = config_from_fields(
+        {"catalog_name": "b", "catalog_type": "hive", "pass_property": "y.pw"}, password="q"
+    )
+    settings = combined_settings([first, second])
+    assert settings.conf["spark.redaction.regex"] == (
+        f"{REDACTION_REGEX}|spark[.]sql[.]catalog[.]a[.]x[.]pw|spark[.]sql[.]catalog[.]b[.]y[.]pw"
+    )
+    mine = redaction_regex(settings.secret_conf, "(?i)mycompany")
+    assert mine == f"(?:(?i)mycompany)|(?:{settings.conf['spark.redaction.regex']})"
+    assert redaction_regex({}, REDACTION_REGEX) == REDACTION_REGEX
 
 
 def test_session_catalog_over_hive_shares_the_metastore_with_spark():

@@ -1,0 +1,39 @@
+"""The catalog secrets the suite's Spark Connect server starts with, as a deployment's would.
+
+Over Spark Connect a task never sends a catalog secret per session (Spark would write it in clear
+to the server's event log): the server defines ``spark.sql.catalog.<name>.<key>`` itself, and a
+task checks it is there. So the shared server (``spark_connect_server``) starts with the secrets
+of the test catalogs that have any:
+
+- ``demo``: sentinels in every place a connection keeps secrets (a Password filling the
+  harmless-named ``jdbc.pw``, and two Secret properties), which the tests look for everywhere;
+- ``rest``: the OAuth2 credential and S3 keys of a SeaweedFS REST catalog started with
+  :data:`REST_SECRET_KEY` (the story DAGs' own).
+
+``spark.redaction.regex`` covers every key, ``jdbc.pw`` included, as the docs tell operators to do.
+"""
+
+from __future__ import annotations
+
+#: What the connections of catalog ``demo`` carry, by catalog property.
+DEMO_SECRETS = {
+    "jdbc.pw": "SENTINEL-CONNECT-PW-3f1a",
+    "rest.auth.token": "SENTINEL-CONNECT-RAT-8c2e",
+    "hadoop.fs.s3a.secret.key": "SENTINEL-CONNECT-S3A-61bd",
+}
+#: The S3 secret key (and OAuth2 client secret) of the REST catalog the Connect story DAGs use.
+REST_ACCESS_KEY = "iceberg-test"
+REST_SECRET_KEY = "c0nnect-rest-9f3e1b"
+REDACTION_REGEX = r"(?i)secret|password|token|access[.-]key|credential|jdbc[.]pw"
+
+
+def server_conf() -> dict[str, str]:
+    """The server's own catalog secrets and the redaction pattern that hides them."""
+    rest = {
+        "credential": f"{REST_ACCESS_KEY}:{REST_SECRET_KEY}",
+        "s3.access-key-id": REST_ACCESS_KEY,
+        "s3.secret-access-key": REST_SECRET_KEY,
+    }
+    conf = {f"spark.sql.catalog.demo.{key}": value for key, value in DEMO_SECRETS.items()}
+    conf.update({f"spark.sql.catalog.rest.{key}": value for key, value in rest.items()})
+    return {**conf, "spark.redaction.regex": REDACTION_REGEX}
