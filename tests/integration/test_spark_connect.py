@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -397,3 +400,83 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
     mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
     assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
     assert list(checkpoints.rglob("offsets"))  # the server wrote the checkpoints where the DAG said
+
+
+# ------------------------------------------------ exactly-once and isolation over Connect (issue 17)
+
+#: The try a killed worker leaves behind: its write goes on on the server, detached.
+KILLED_TRY = """
+from tests.integration.in_process import execute
+from tests.integration.test_spark_connect import big_append
+
+execute(big_append())
+"""
+
+
+def big_append():
+    """The 2M-row append of the robustness DAG (events 1000 ..): long enough to be killed mid-write."""
+    from airflow_iceberg.operators import IcebergAppendOperator
+    from tests.integration.robustness_dags.iceberg_robustness import BIG_APPEND_ROWS, events
+
+    return IcebergAppendOperator(
+        task_id="big_append", table="db.events", source_query=events(1000, BIG_APPEND_ROWS)
+    )
+
+
+def _new_data_file_holds_bytes(table_dir, before) -> bool:
+    from tests.integration.task_processes import data_files
+
+    return any(f.stat().st_size > 0 for f in data_files(table_dir) - before if f.exists())
+
+
+def test_a_retry_after_the_worker_died_mid_write_waits_for_that_write_and_commits_once(
+    connect_connections, tmp_path
+):
+    """Try 1's process is SIGKILLed mid-write; its write goes on on the server. Try 2, started at
+    once with the same commit id, must wait for it, find its commit, and write nothing."""
+    import pyarrow.compute as pc
+
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+    from tests.integration.robustness_dags.iceberg_robustness import BIG_APPEND_ROWS, events
+    from tests.integration.task_processes import data_files, wait_until
+
+    lake, table = connect_connections, "demo.db.events"
+    execute(
+        IcebergCreateTableOperator(
+            task_id="create",
+            table="db.events",
+            source_query=events(0, 1000),
+            table_properties={"write.parquet.row-group-size-bytes": str(1 << 20)},
+        )
+    )
+    before = lake.state(table)
+    table_dir = lake.warehouse / "db" / "events"
+    files_before = data_files(table_dir)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the SIGKILLed operator cannot remove its temp dir
+    with open(tmp_path / "try-1.log", "w") as output:
+        first = subprocess.Popen(
+            [sys.executable, "-c", KILLED_TRY], env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_until(
+                lambda: _new_data_file_holds_bytes(table_dir, files_before) or first.poll() is not None,
+                240,
+                "try 1 writing data files",
+            )
+            assert first.poll() is None, (tmp_path / "try-1.log").read_text()[-3000:]
+            first.send_signal(signal.SIGKILL)  # the worker dies; the server knows nothing of it
+            assert first.wait(30) == -signal.SIGKILL
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert lake.state(table) == before, "the kill must come before try 1's commit"
+
+    retried = execute(big_append(), try_number=2)
+
+    commit_id = "robust_bad_input:big_append:manual__robustness:-1:1:"
+    tagged = [s for s in lake.snapshots(table) if s.summary.get("airflow-iceberg.commit-id") == commit_id]
+    assert len(tagged) == 1, [s.summary.additional_properties for s in tagged]
+    assert int(tagged[0].summary["added-records"]) == BIG_APPEND_ROWS
+    assert (retried["reused_earlier_commit"], retried["snapshot_id"]) == (True, tagged[0].snapshot_id)
+    ids = lake.load(table).scan(selected_fields=("event_id",)).to_arrow()["event_id"]
+    assert len(ids) == 1000 + BIG_APPEND_ROWS and pc.count_distinct(ids).as_py() == len(ids)

@@ -39,16 +39,29 @@ class SparkConnectServer(OneProcessServer):
         port: The gRPC port (filled at start).
     """
 
-    def __init__(self, workdir: Path, *, extra_jars: tuple[Path, ...] = (), startup_timeout: float = 180.0):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        extra_jars: tuple[Path, ...] = (),
+        driver_class_path: tuple[Path, ...] = (),
+        conf: dict[str, str] | None = None,
+        startup_timeout: float = 180.0,
+    ):
         """Prepares (does not start) the server.
 
         Args:
             workdir: Private folder for this server; created if missing.
             extra_jars: More jars for its classpath (the runtime is always there).
+            driver_class_path: Jars for the JVM's own class path: Hadoop loads file systems
+                (S3A) from there, not from ``--jars``.
+            conf: More ``--conf`` settings, fixed when the server starts.
             startup_timeout: Seconds to wait for the gRPC port (10-30 s here).
         """
         self.workdir = Path(workdir).absolute()
         self.extra_jars = extra_jars
+        self.driver_class_path = driver_class_path
+        self.conf = dict(conf or {})
         self.startup_timeout = startup_timeout
         self.port = 0
         self.process: ManagedProcess | None = None
@@ -101,8 +114,12 @@ class SparkConnectServer(OneProcessServer):
             "spark.ui.enabled=false",
             "--conf",
             f"spark.sql.warehouse.dir={self.workdir / 'spark-warehouse'}",
-            server_jar,
         ]
+        if self.driver_class_path:
+            argv += ["--driver-class-path", ":".join(str(jar) for jar in self.driver_class_path)]
+        for key, value in self.conf.items():
+            argv += ["--conf", f"{key}={value}"]
+        argv.append(server_jar)
         env = {
             **os.environ,
             "SPARK_HOME": str(home),
