@@ -295,7 +295,7 @@ class ConnectJob:
             except Exception as error:  # the session may be gone already
                 self.log.info("Spark Connect: could not interrupt after a failure: %s", type(error).__name__)
             try:
-                ended = self._remote.wait_until_ended(self.ids, timeout=KILL_WAIT_SECONDS)
+                ended = self._remote.wait_until_ended(self.ids, timeout=KILL_WAIT_SECONDS, stoppable=False)
             except Exception as error:
                 self.log.warning("Spark Connect: could not follow the interrupted write: %s", error)
                 ended = False

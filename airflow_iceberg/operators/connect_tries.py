@@ -238,25 +238,27 @@ class RemoteOperations:
             return False
         raise SettleError(f"the Spark Connect server refused to claim an operation id: {kind}")
 
-    def wait_until_ended(self, ids: RunIds, timeout: float | None = None) -> bool:
+    def wait_until_ended(self, ids: RunIds, timeout: float | None = None, stoppable: bool = True) -> bool:
         """Read the operation's stream until it ends; True once it has, False on ``timeout``.
 
         It ends with ResultComplete or with the operation's own error, both sent only when its
         execution thread is done; "not found", "abandoned" or a gone session mean it can no
         longer run either. Responses the dead client already released are skipped by id.
+        ``stoppable=False``: a :meth:`stop` already made (the kill that caused this wait) does
+        not end it.
         """
         import grpc
 
         deadline = None if timeout is None else time.monotonic() + timeout
         last_response: str | None = None
-        while not self._stopped.is_set():
+        while not (stoppable and self._stopped.is_set()):
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
             try:
                 if self._follow(ids, last_response, remaining):
                     return True
                 last_response = self._last_response
             except grpc.RpcError as error:
-                if self._stopped.is_set():
+                if stoppable and self._stopped.is_set():
                     break
                 verdict, last_response = self._verdict(error, ids)
                 if verdict is not None:
