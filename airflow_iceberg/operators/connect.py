@@ -225,6 +225,8 @@ class ConnectJob:
         url = with_user_id(SparkConnectHook(conn_id=self.conn_id).get_connection_url(), connection.login)
         self._remote = RemoteOperations(url)
         try:
+            if self.killed:  # killed before ``interrupt`` could stop the settling
+                raise RuntimeError("the task was killed before its Spark Connect job started")
             self.ids = self._settle(request, settings, connection.password, tries)
             session_url = f"{url};session_id={self.ids.session_id}"
             return self._run_in_session(session_url, settings, request, user_conf)
@@ -324,7 +326,11 @@ class ConnectJob:
         spark = self._session
         if spark is None:
             return
-        interrupted = spark.interruptTag(self.tag)
+        try:
+            interrupted = spark.interruptTag(self.tag)
+        except Exception as error:  # the session or the server is gone: nothing left to interrupt
+            self.log.warning("Spark Connect: could not interrupt tag %s: %s", self.tag, type(error).__name__)
+            return
         self.log.info("Interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), self.tag)
 
     def _configure(self, spark: Any, conf: Mapping[str, str], *, secret: bool) -> None:
