@@ -35,6 +35,13 @@ from tests.servers import SeaweedRestCatalog
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
 SENTINELS = ("SENTINEL-CONNECT-PASSWORD-3f1a", "SENTINEL-CONNECT-TOKEN-8c2e", "SENTINEL-CONNECT-S3A-61bd")
+#: Hours of hashing on 2 cores, so only an interrupt ends it, in 30,000 tasks of about a second:
+#: a cancelled Spark task stops only between rows it checks, and the server is shared with the
+#: next test (two tasks of 1.5e9 rows each kept both cores busy for minutes after a kill).
+SLOW_WRITE = (
+    "SELECT id, substr(sha2(repeat(CAST(id AS STRING), 500), 512), 1, 8) AS name "
+    "FROM range(0, 3000000000, 1, 30000)"
+)
 
 
 # ---------------------------------------------------------------------------- the job, over Connect
@@ -188,9 +195,7 @@ def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(
     lake = connect_connections
     execute(IcebergCreateTableOperator(task_id="create", table="db.events", source_query=ROWS))
     before = lake.state("demo.db.events")
-    slow = (  # minutes of hashing on 2 cores: only an interrupt ends it in time
-        "SELECT id, sha2(repeat(CAST(id AS STRING), 500), 512) AS name FROM range(0, 3000000000, 1, 2)"
-    )
+    slow = SLOW_WRITE
     append = IcebergAppendOperator(task_id="slow_append", table="db.events", source_query=slow)
     outcome: dict[str, BaseException | None] = {}
 
@@ -664,7 +669,7 @@ def test_a_session_the_server_drops_under_a_running_task_fails_it_saying_what_ha
     lake = connect_connections
     execute(IcebergCreateTableOperator(task_id="create", table="db.events", source_query=ROWS))
     before = lake.state("demo.db.events")
-    slow = "SELECT id, sha2(repeat(CAST(id AS STRING), 500), 512) AS name FROM range(0, 3000000000, 1, 2)"
+    slow = SLOW_WRITE
     append = IcebergAppendOperator(task_id="dropped_session", table="db.events", source_query=slow)
     outcome: dict[str, BaseException | None] = {}
 
