@@ -26,7 +26,8 @@ from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
-from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect, shared_file_system_refusal
+from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
+from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list

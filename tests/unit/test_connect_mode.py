@@ -16,13 +16,8 @@ from airflow_iceberg.catalog.spark_settings import SparkSettings
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.job_spec import JobRequest
 from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
-from airflow_iceberg.operators.connect import (
-    ConnectJob,
-    is_spark_connect,
-    session_settings,
-    shared_file_system_refusal,
-    with_user_id,
-)
+from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect, session_settings, with_user_id
+from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_tries import CommitKeys, EarlierRuns, TryNumbers
 
 EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
