@@ -7,16 +7,49 @@ those steps use the ``refs`` and ``snapshots`` metadata tables and plain SQL ins
 (:func:`ref_head`, :func:`find_commit_in_branches`), and the few features that need the JVM are refused
 before anything runs (:func:`unsupported_reason`). The spark-submit path keeps its JVM calls,
 which are faster there.
+
+Over Connect a write runs on the server as an *operation* that outlives the client that started
+it: a worker killed mid-write leaves it running, and it may still commit. The job says which of
+its calls is the one that commits (:func:`committing`); the operator's session names that
+operation with an id a retry can find again, and waits for it before looking for the earlier
+commit (``airflow_iceberg.operators.connect_tries``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import action_specs, job_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+#: True while the job runs the Spark call that makes its commit (see :func:`committing`).
+_COMMITTING: contextvars.ContextVar[bool] = contextvars.ContextVar("airflow_iceberg_commit", default=False)
+
+
+@contextlib.contextmanager
+def committing() -> Iterator[None]:
+    """Mark the block that makes the job's one commit: a single ``DataFrameWriterV2`` call.
+
+    On the driver this changes nothing. Over Spark Connect, whoever owns the session (the
+    operator) reads :func:`is_committing` when a request leaves and gives that request the
+    operation id the task's next try will look for; the job itself knows no ids.
+    """
+    token = _COMMITTING.set(True)
+    try:
+        yield
+    finally:
+        _COMMITTING.reset(token)
+
+
+def is_committing() -> bool:
+    """Whether the calling code runs inside :func:`committing`."""
+    return _COMMITTING.get()
 
 
 def is_connect(spark: Any) -> bool:

@@ -29,6 +29,7 @@ from airflow_iceberg.jobs.commits import (
     with_commit_properties,
     write_options_for,
 )
+from airflow_iceberg.jobs.connect import committing
 from airflow_iceberg.jobs.table_state import (
     SchemaMismatchError,
     SnapshotNotFoundError,
@@ -237,7 +238,8 @@ def write_frame(
     """The one DataFrameWriterV2 call of a write or of a read's sink.
 
     A create is always ``.using("iceberg")``: on a session catalog (``SparkSessionCatalog``)
-    without it Spark would create its default, a plain Parquet table.
+    without it Spark would create its default, a plain Parquet table. The call itself runs
+    :func:`~airflow_iceberg.jobs.connect.committing`: it is the one that commits.
     """
     writer = df.writeTo(job_spec.quote_identifier(table)).options(**options)
     if mode in job_spec.CREATE_MODES:
@@ -247,9 +249,12 @@ def write_frame(
         if partition_by:
             writer = writer.partitionedBy(*[transform_column(e) for e in partition_by])
     if mode == "overwrite":
-        writer.overwrite(user_sql.expression(str(condition), "overwrite condition"))
+        condition_column = user_sql.expression(str(condition), "overwrite condition")
+        with committing():
+            writer.overwrite(condition_column)
     else:
-        getattr(writer, WRITER_METHOD[mode])()
+        with committing():
+            getattr(writer, WRITER_METHOD[mode])()
 
 
 #: The DataFrameWriterV2 method of each mode (``overwrite`` takes a condition, so it is called apart).

@@ -35,7 +35,9 @@ from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
+from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
+from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.spark_submit_env import with_clean_environment
@@ -137,12 +139,12 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
         lineage = self.plan_lineage(spec, configs)  # every written table's asset URI, before Spark starts
         over_connect = is_spark_connect(self._conn_id)
-        if over_connect:
-            refused = connect_refusal(spec)
+        if over_connect:  # what a Spark Connect session cannot take, refused before any session opens
+            catalogs = list(configs.values())
+            refused = connect_refusal(spec) or shared_file_system_refusal(catalogs, self.conf)
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
-            configs = [hook.catalog_config for hook in self.catalog_hooks]
-            refuse_per_session_secrets(configs, settings, self.conf)  # before any session opens
+            refuse_per_session_secrets(catalogs, settings, self.conf)
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -157,7 +159,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 else _write_private_json(workdir, "secret-conf.json", settings.secret_conf),
             )
             if over_connect:
-                self._run_over_connect(spec, settings, request)
+                self._run_over_connect(spec, settings, request, self._try_numbers(context))
             else:
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 try:
@@ -175,12 +177,16 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         self.log_result(result)
         return result
 
-    def _run_over_connect(self, spec: JobSpec, settings: SparkSettings, request: JobRequest) -> None:
+    def _run_over_connect(
+        self, spec: JobSpec, settings: SparkSettings, request: JobRequest, tries: TryNumbers | None
+    ) -> None:
         """Run the job in a Spark Connect session from this process (no spark-submit)."""
+        from airflow_iceberg.jobs.iceberg_job import describe_error
+
         job = ConnectJob(self._conn_id, self.log)
         self._connect_job = job
         try:
-            code = job.run(settings, request, self.conf)
+            code = job.run(settings, request, self.conf, tries)
         except Exception as error:
             if job.killed:
                 raise IcebergJobError(
@@ -188,7 +194,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                     "were interrupted"
                 ) from error
             _raise_job_failure(spec, str(request.result_file), error)
-            raise
+            # Failed before the job could report (opening, settling or configuring the session).
+            raise IcebergJobError(f"{spec.table}: {describe_error(error)}") from error
         finally:
             self._connect_job = None
         if code != 0:
@@ -233,11 +240,24 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         ti = context.get("ti")
         if not self.idempotent or ti is None:
             return uuid.uuid4().hex
-        max_tries = getattr(ti, "max_tries", None)
-        first_try = max_tries - (self.retries or 0) + 1 if isinstance(max_tries, int) else 1
+        first_try = self._first_try(ti)
         run_started = getattr(context.get("dag_run"), "start_date", None)
         started = run_started.isoformat() if run_started is not None else ""
         return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}:{first_try}:{started}"
+
+    def _first_try(self, ti: Any) -> int:
+        """The task instance's first try since it was last cleared (see :meth:`_commit_id`)."""
+        max_tries = getattr(ti, "max_tries", None)
+        return max_tries - (self.retries or 0) + 1 if isinstance(max_tries, int) else 1
+
+    def _try_numbers(self, context: Context) -> TryNumbers | None:
+        """This try and the first try of its commit id: the tries a Spark Connect run settles first."""
+        ti = context.get("ti")
+        if not self.idempotent or ti is None:
+            return None
+        first = self._first_try(ti)
+        current = getattr(ti, "try_number", first)
+        return TryNumbers(first=first, current=max(current if isinstance(current, int) else first, first))
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))

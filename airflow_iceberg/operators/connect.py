@@ -17,11 +17,20 @@ each task gets its connection's catalogs. Their secrets are the server's, never 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, ICEBERG_EXTENSIONS, SparkSettings
+from airflow_iceberg.jobs.connect import is_committing
 from airflow_iceberg.operators.connect_secrets import check_server_secrets, user_secret_keys
+from airflow_iceberg.operators.connect_tries import (
+    DEFAULT_USER_ID,
+    CommitKeys,
+    EarlierRuns,
+    RemoteOperations,
+    RunIds,
+    TryNumbers,
+)
 
 if TYPE_CHECKING:
     import logging
@@ -30,6 +39,12 @@ if TYPE_CHECKING:
 
 #: The apache-spark provider's connection type for a Spark Connect server.
 SPARK_CONNECT_CONN_TYPE = "spark_connect"
+
+
+#: The session setting of Spark Connect's progress reports (a negative interval turns them off).
+PROGRESS_INTERVAL_KEY = "spark.connect.progress.reportInterval"
+#: How long a failed or killed task waits for its interrupted write to end before it gives up.
+KILL_WAIT_SECONDS = 30
 
 
 #: Settings of the catalogs' that only the server sets, when it starts (see docs/spark-connect.md).
@@ -41,6 +56,39 @@ def is_spark_connect(conn_id: str) -> bool:
     from airflow.providers.common.compat.sdk import BaseHook
 
     return BaseHook.get_connection(conn_id).conn_type == SPARK_CONNECT_CONN_TYPE
+
+
+def with_user_id(url: str, login: str | None) -> str:
+    """The provider's ``sc://`` URL with a fixed ``user_id`` when the connection has no Login.
+
+    The server keys sessions by (user id, session id); pyspark's default user id is the
+    worker's ``$USER``, which a retry on another worker may not share.
+    """
+    return url if login else f"{url};user_id={DEFAULT_USER_ID}"  # with a Login, the provider set it
+
+
+def commit_operation_hook(job: ConnectJob) -> Callable[[Any], Any]:
+    """A pyspark ``SparkSession.Hook`` factory: names the committing request, refuses any after a kill.
+
+    The job marks the call that commits (:func:`airflow_iceberg.jobs.connect.committing`); the
+    first ExecutePlan request sent inside it gets ``job.ids.operation_id``, the id the next try
+    settles. Built on first use: this module must not import pyspark when DAGs are parsed.
+    """
+    from pyspark.sql.connect.session import SparkSession
+
+    class CommitOperationHook(SparkSession.Hook):
+        def __init__(self, session: Any) -> None:
+            self.session = session
+
+        def on_execute_plan(self, request: Any) -> Any:
+            if job.killed:
+                raise RuntimeError("the task was killed; no new Spark Connect operation is started")
+            if is_committing() and not job.commit_started and job.ids is not None:
+                request.operation_id = job.ids.operation_id
+                job.commit_started = True
+            return request
+
+    return CommitOperationHook
 
 
 def session_settings(settings: SparkSettings, user_conf: Mapping[str, Any] | None) -> dict[str, str]:
@@ -61,6 +109,12 @@ def session_settings(settings: SparkSettings, user_conf: Mapping[str, Any] | Non
 class ConnectJob:
     """One task's run in a Spark Connect session, and the means to interrupt it from another thread.
 
+    A write's Spark Connect operation outlives a worker that dies under it, so a try with a
+    commit id first settles the earlier runs of its commit (:mod:`.connect_tries`): it waits until
+    none of them can still commit, and only then runs the job, in a session whose id, and the id
+    of whose committing operation, its own retry can find again. Neither id is logged: a session
+    id lets anyone who can reach the server into the session; logs carry a fingerprint.
+
     :param conn_id: The ``spark_connect`` connection of the server.
     :param log: The operator's logger (never given a secret or the connection URL, which holds the token).
     """
@@ -71,53 +125,141 @@ class ConnectJob:
         #: Every operation of the task carries this tag; ``interrupt`` cancels them by it.
         self.tag = f"airflow-iceberg-{uuid.uuid4().hex}"
         self._session: Any = None
+        self._remote: Any = None
+        #: This run's session and committing operation (set by :meth:`run`).
+        self.ids: RunIds | None = None
+        #: Whether the committing operation has been sent (see :meth:`run`'s hook).
+        self.commit_started = False
         #: Set by :meth:`interrupt`: the job's failure is then the kill's doing.
         self.killed = False
 
-    def run(self, settings: SparkSettings, request: JobRequest, user_conf: Mapping[str, Any] | None) -> int:
-        """Open a session, configure it, run the job in it, release it; return the job's exit code.
+    def run(
+        self,
+        settings: SparkSettings,
+        request: JobRequest,
+        user_conf: Mapping[str, Any] | None,
+        tries: TryNumbers | None = None,
+    ) -> int:
+        """Settle earlier runs, open a session, configure it, run the job, release it; return the exit code.
 
         :param user_conf: The operator's own ``conf``, set on the session after the catalogs'.
+        :param tries: This try and the first try of its commit id; None (or a request that does not
+            reuse commits) skips the settling, and the ids are random.
         """
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+        from airflow.providers.common.compat.sdk import BaseHook
+
+        connection = BaseHook.get_connection(self.conn_id)
+        url = with_user_id(SparkConnectHook(conn_id=self.conn_id).get_connection_url(), connection.login)
+        self._remote = RemoteOperations(url)
+        try:
+            if self.killed:  # killed before ``interrupt`` could stop the settling
+                raise RuntimeError("the task was killed before its Spark Connect job started")
+            self.ids = self._settle(request, settings, connection.password, tries)
+            session_url = f"{url};session_id={self.ids.session_id}"
+            return self._run_in_session(session_url, settings, request, user_conf)
+        finally:
+            self._remote.close()
+
+    def _settle(
+        self, request: JobRequest, settings: SparkSettings, token: str | None, tries: TryNumbers | None
+    ) -> RunIds:
+        """This run's ids, after every earlier run of its commit is proven unable to commit."""
+        from airflow.providers.common.compat.sdk import mask_secret
+
+        if tries is None or not (request.reuse_commit and request.commit_id):
+            ids = RunIds(session_id=str(uuid.uuid4()), operation_id=str(uuid.uuid4()))
+        else:
+            secrets = [token or "", *(settings.secret_conf[key] for key in sorted(settings.secret_conf))]
+            keys = CommitKeys(request.commit_id, secrets)
+            ids = EarlierRuns(self._remote, keys, self.log).settle(tries.first, tries.current)
+        for value in (ids.session_id, ids.operation_id):
+            mask_secret(value)  # never logged by us; masked should a server message quote one
+        return ids
+
+    def _run_in_session(
+        self, url: str, settings: SparkSettings, request: JobRequest, user_conf: Mapping[str, Any] | None
+    ) -> int:
         from pyspark.sql.connect.session import SparkSession
 
         from airflow_iceberg.jobs.iceberg_job import run_job
 
-        url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
+        if self.killed:
+            raise RuntimeError("the task was killed before its Spark Connect job started")
         # A builder of its own: the shared ``SparkSession.builder`` would keep the URL (and its token).
-        spark = SparkSession.Builder().remote(url).create()
+        spark = SparkSession.Builder().remote(url)._registerHook(commit_operation_hook(self)).create()
         self._session = spark
+        finished = False
         try:
             spark.addTag(self.tag)
-            if self.killed:  # killed while the session was being opened
-                raise RuntimeError("the task was killed before its Spark Connect job started")
-            self.log.info("Spark Connect session %s, operation tag %s", spark.session_id, self.tag)
+            self.log.info(
+                "Spark Connect session %s (a fingerprint: the id is never logged), operation tag %s",
+                self.ids.fingerprint,
+                self.tag,
+            )
+            # Progress reports are responses a reattaching retry would have to skip one by one.
+            spark.conf.set(PROGRESS_INTERVAL_KEY, "-1")
             check_server_secrets(spark, settings.secret_conf, self.log)
             self._configure(spark, session_settings(settings, user_conf))
             self._check_extensions(spark)
-            return run_job(spark, request)
+            code = run_job(spark, request)
+            finished = code == 0
+            return code
         finally:
             self._session = None
-            if not spark.is_stopped:  # ``interrupt`` may have released it already
-                spark.stop()  # releases the session on the server, with its settings and secrets
+            self._close(spark, finished)
+
+    def _close(self, spark: Any, finished: bool) -> None:
+        """Release the session, unless its committing operation may still be running.
+
+        After a failure (the job's own, a kill, an ``execution_timeout``), the write the job sent
+        may still run on the server: it is interrupted, and the session is released only once the
+        server says the operation has ended. Releasing earlier would drop the operation without
+        waiting for its thread, which might still commit; left open, the session is settled by
+        the task's next try instead.
+        """
+        ended = True
+        if not finished and self.commit_started and self.ids is not None:
+            try:
+                spark.interruptTag(self.tag)
+            except Exception as error:  # the session may be gone already
+                self.log.info("Spark Connect: could not interrupt after a failure: %s", type(error).__name__)
+            try:
+                ended = self._remote.wait_until_ended(self.ids, timeout=KILL_WAIT_SECONDS, stoppable=False)
+            except Exception as error:
+                self.log.warning("Spark Connect: could not follow the interrupted write: %s", error)
+                ended = False
+        if ended:
+            spark.stop()  # releases the session on the server, with its settings and secrets
+            return
+        self.log.warning(
+            "Spark Connect: the interrupted write of session %s had not ended after %d s; the session "
+            "is left for the task's next try, which waits for it before it writes",
+            self.ids.fingerprint if self.ids else "?",
+            KILL_WAIT_SECONDS,
+        )
+        spark.release_session_on_close = False
+        spark.stop()
 
     def interrupt(self) -> None:
-        """Cancel every running operation of the task (``interruptTag``), then release its session.
+        """Cancel every running operation of the task (``interruptTag``), and any wait for an earlier try.
 
-        Called from ``on_kill``, while ``run`` may be blocked in the same or another thread.
-        Releasing the session makes any operation the job starts afterwards fail at once, and the
-        server stops the session's streaming queries with it.
+        Called from ``on_kill``, while ``run`` may be blocked in the same thread (under Airflow's
+        SIGTERM handler) or another one. It does not release the session: ``run`` does, once the
+        interrupted write has ended. New operations are refused from now on (the hook).
         """
         self.killed = True
+        if self._remote is not None:
+            self._remote.stop()
         spark = self._session
         if spark is None:
             return
         try:
             interrupted = spark.interruptTag(self.tag)
-            self.log.info("Interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), self.tag)
-        finally:
-            spark.stop()
+        except Exception as error:  # the session or the server is gone: nothing left to interrupt
+            self.log.warning("Spark Connect: could not interrupt tag %s: %s", self.tag, type(error).__name__)
+            return
+        self.log.info("Interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), self.tag)
 
     def _configure(self, spark: Any, conf: Mapping[str, str]) -> None:
         from pyspark.errors import AnalysisException
@@ -144,4 +286,3 @@ class ConnectJob:
                 EXTENSIONS_KEY,
                 ICEBERG_EXTENSIONS,
             )
-

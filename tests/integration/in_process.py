@@ -27,12 +27,15 @@ class FakeTaskInstance:
     try_number: int = 1
 
 
-def execute(operator: Any, timeout: float = EXECUTE_TIMEOUT_SECONDS, **context: Any) -> Any:
+def execute(
+    operator: Any, timeout: float = EXECUTE_TIMEOUT_SECONDS, try_number: int = 1, **context: Any
+) -> Any:
     """``operator.execute`` with a minimal context (plus ``context``, e.g. ``outlet_events``).
 
-    ``on_kill`` fires if it runs past ``timeout``.
+    ``on_kill`` fires if it runs past ``timeout``; ``try_number`` makes it a retry of the same task
+    instance (same commit id).
     """
-    ti = FakeTaskInstance(dag_id="robust_bad_input", task_id=operator.task_id)
+    ti = FakeTaskInstance(dag_id="robust_bad_input", task_id=operator.task_id, try_number=try_number)
     timed_out = threading.Event()
 
     def kill() -> None:

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -33,6 +38,13 @@ ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
 #: The demo catalog's secrets, which the shared server starts with (tests/servers/connect_catalog_secrets.py).
 SENTINELS = tuple(DEMO_SECRETS.values())
+#: Hours of hashing on 2 cores, so only an interrupt ends it, in 30,000 tasks of about a second:
+#: a cancelled Spark task stops only between rows it checks, and the server is shared with the
+#: next test (two tasks of 1.5e9 rows each kept both cores busy for minutes after a kill).
+SLOW_WRITE = (
+    "SELECT id, substr(sha2(repeat(CAST(id AS STRING), 500), 512), 1, 8) AS name "
+    "FROM range(0, 3000000000, 1, 30000)"
+)
 
 
 # ---------------------------------------------------------------------------- the job, over Connect
@@ -311,15 +323,16 @@ def connect_connections(spark_connect_server, tmp_path, monkeypatch):
     return Lake(warehouse, catalog="demo")
 
 
-def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(connect_connections):
+def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(
+    connect_connections, spark_connect_server
+):
     from airflow_iceberg.operators import IcebergAppendOperator, IcebergCreateTableOperator
+    from airflow_iceberg.operators.connect_tries import DEFAULT_USER_ID, RemoteOperations
 
     lake = connect_connections
     execute(IcebergCreateTableOperator(task_id="create", table="db.events", source_query=ROWS))
     before = lake.state("demo.db.events")
-    slow = (  # minutes of hashing on 2 cores: only an interrupt ends it in time
-        "SELECT id, sha2(repeat(CAST(id AS STRING), 500), 512) AS name FROM range(0, 3000000000, 1, 2)"
-    )
+    slow = SLOW_WRITE
     append = IcebergAppendOperator(task_id="slow_append", table="db.events", source_query=slow)
     outcome: dict[str, BaseException | None] = {}
 
@@ -336,6 +349,7 @@ def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(connect
     while getattr(getattr(append, "_connect_job", None), "_session", None) is None:
         assert worker.is_alive() and time.monotonic() < deadline, outcome
         time.sleep(0.1)
+    job = append._connect_job
     time.sleep(8)  # well into the write: configured, checked, Spark's tasks hashing rows
     assert worker.is_alive(), outcome
     killed_at = time.monotonic()
@@ -347,6 +361,12 @@ def test_on_kill_interrupts_a_long_write_and_the_table_is_left_as_it_was(connect
     assert "the task was killed; its Spark Connect operations (tag airflow-iceberg-" in str(outcome["error"])
     assert lake.state("demo.db.events") == before
     assert lake.ids("demo.db.events") == [1, 2]
+    # The session was released once the interrupted write had ended, not before.
+    remote = RemoteOperations(f"{spark_connect_server.url}/;user_id={DEFAULT_USER_ID}")
+    try:
+        assert remote.session_state(job.ids.session_id) == "closed"
+    finally:
+        remote.close()
 
 
 def test_a_per_session_secret_is_refused_before_anything_runs(
@@ -411,7 +431,7 @@ def daily_orders_over_connect(airflow_runner, spark_connect_server, tmp_path_fac
     catalog["password"] = DEMO_SECRETS["jdbc.pw"]
     catalog["extra"].update(
         pass_property="jdbc.pw",
-        secret_properties={key: DEMO_SECRETS[key] for key in ("rest.auth.token", "hadoop.fs.s3a.secret.key")},
+        secret_properties={key: DEMO_SECRETS[key] for key in ("rest.auth.token", "s3.secret-access-key")},
         connect_server_credentials=True,  # the server starts with these (connect_catalog_secrets.py)
     )
     started = time.monotonic()
@@ -569,3 +589,288 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
     mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
     assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
     assert list(checkpoints.rglob("offsets"))  # the server wrote the checkpoints where the DAG said
+
+
+# ------------------------------------------------ exactly-once and isolation over Connect (issue 17)
+
+#: The try a killed worker leaves behind: its write goes on on the server, detached.
+KILLED_TRY = """
+from tests.integration.in_process import execute
+from tests.integration.test_spark_connect import big_append
+
+execute(big_append())
+"""
+
+
+def big_append():
+    """The 2M-row append of the robustness DAG (events 1000 ..): long enough to be killed mid-write."""
+    from airflow_iceberg.operators import IcebergAppendOperator
+    from tests.integration.robustness_dags.iceberg_robustness import BIG_APPEND_ROWS, events
+
+    return IcebergAppendOperator(
+        task_id="big_append", table="db.events", source_query=events(1000, BIG_APPEND_ROWS)
+    )
+
+
+def _new_data_file_holds_bytes(table_dir, before) -> bool:
+    from tests.integration.task_processes import data_files
+
+    return any(f.stat().st_size > 0 for f in data_files(table_dir) - before if f.exists())
+
+
+def test_a_retry_after_the_worker_died_mid_write_waits_for_that_write_and_commits_once(
+    connect_connections, tmp_path
+):
+    """Try 1's process is SIGKILLed mid-write; its write goes on on the server. Try 2, started at
+    once with the same commit id, must wait for it, find its commit, and write nothing."""
+    import pyarrow.compute as pc
+
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+    from tests.integration.robustness_dags.iceberg_robustness import BIG_APPEND_ROWS, events
+    from tests.integration.task_processes import data_files, wait_until
+
+    lake, table = connect_connections, "demo.db.events"
+    execute(
+        IcebergCreateTableOperator(
+            task_id="create",
+            table="db.events",
+            source_query=events(0, 1000),
+            table_properties={"write.parquet.row-group-size-bytes": str(1 << 20)},
+        )
+    )
+    before = lake.state(table)
+    table_dir = lake.warehouse / "db" / "events"
+    files_before = data_files(table_dir)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the SIGKILLed operator cannot remove its temp dir
+    with open(tmp_path / "try-1.log", "w") as output:
+        first = subprocess.Popen(
+            [sys.executable, "-c", KILLED_TRY], env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_until(
+                lambda: _new_data_file_holds_bytes(table_dir, files_before) or first.poll() is not None,
+                240,
+                "try 1 writing data files",
+            )
+            assert first.poll() is None, (tmp_path / "try-1.log").read_text()[-3000:]
+            first.send_signal(signal.SIGKILL)  # the worker dies; the server knows nothing of it
+            assert first.wait(30) == -signal.SIGKILL
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert lake.state(table) == before, "the kill must come before try 1's commit"
+
+    retried = execute(big_append(), try_number=2)
+
+    commit_id = "robust_bad_input:big_append:manual__robustness:-1:1:"
+    tagged = [s for s in lake.snapshots(table) if s.summary.get("airflow-iceberg.commit-id") == commit_id]
+    assert len(tagged) == 1, [s.summary.additional_properties for s in tagged]
+    assert int(tagged[0].summary["added-records"]) == BIG_APPEND_ROWS
+    assert (retried["reused_earlier_commit"], retried["snapshot_id"]) == (True, tagged[0].snapshot_id)
+    ids = lake.load(table).scan(selected_fields=("event_id",)).to_arrow()["event_id"]
+    assert len(ids) == 1000 + BIG_APPEND_ROWS and pc.count_distinct(ids).as_py() == len(ids)
+
+
+def test_the_task_logs_name_no_session_or_operation_id_only_fingerprints(
+    daily_orders_over_connect, airflow_runner, spark_connect_server
+):
+    """``sc://...;session_id=<id>`` joins a session: no id the server keys sessions by is logged."""
+    from airflow_iceberg.operators.connect_tries import fingerprint
+
+    server_log = spark_connect_server.log_path.read_text(errors="replace")
+    keys = set(re.findall(r"ExecuteKey\(([^,]*),([0-9a-f-]{36}),([0-9a-f-]{36})\)", server_log))
+    completed = daily_orders_over_connect["completed"]
+    texts = [completed.stdout, completed.stderr]
+    texts += [p.read_text(errors="replace") for p in (airflow_runner.home / "logs").rglob("*") if p.is_file()]
+    for _user, session, operation in keys:  # every session of the server, the DAG's among them
+        assert not [text for text in texts if session in text or operation in text], session
+    tasks = {session for user, session, _ in keys if user == "airflow-iceberg"}  # no Login: this user id
+    logged = set(re.findall(r"Spark Connect session ([0-9a-f]{8}) ", completed.stdout))
+    assert len(logged) == 4 and logged <= {fingerprint(session) for session in tasks}
+
+
+def _s3a_catalog(rest, bucket: str, secret: str) -> dict[str, str]:
+    """A Hadoop catalog on ``s3a://bucket`` with its S3A keys per catalog, as a task would set it."""
+    prefix = "spark.sql.catalog.lake"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": f"s3a://{bucket}/warehouse",
+        f"{prefix}.hadoop.fs.s3a.endpoint": rest.s3_endpoint,
+        f"{prefix}.hadoop.fs.s3a.path.style.access": "true",
+        f"{prefix}.hadoop.fs.s3a.endpoint.region": rest.region,
+        f"{prefix}.hadoop.fs.s3a.access.key": rest.access_key,
+        f"{prefix}.hadoop.fs.s3a.secret.key": secret,
+    }
+
+
+def test_per_task_s3a_keys_leak_between_sessions_so_the_operators_refuse_them(
+    spark_connect_server, rest_catalog, monkeypatch
+):
+    """Hadoop caches one S3A file system per bucket for the whole server: the first session's keys
+    serve every later one. Shown with two raw sessions; then the operators refuse such settings
+    before any session opens, so a task with wrong keys can neither read nor write."""
+    from pyspark.sql.connect.session import SparkSession
+
+    from airflow_iceberg.jobs.iceberg_job import describe_error
+    from airflow_iceberg.operators import IcebergAppendOperator, IcebergCreateTableOperator
+    from tests.integration.catalog_connections import s3_filesystem, s3_objects, s3a_connection
+
+    rest, run = rest_catalog, uuid.uuid4().hex[:8]
+    s3 = s3_filesystem(rest, allow_bucket_creation=True)
+    buckets = {name: f"s3a-{name}-{run}" for name in ("alone", "shared", "tasks")}
+    for bucket in buckets.values():
+        s3.create_dir(bucket)
+    sessions = []
+
+    def session(bucket: str, secret: str):
+        spark = SparkSession.Builder().remote(spark_connect_server.url).create()
+        sessions.append(spark)
+        for key, value in _s3a_catalog(rest, bucket, secret).items():
+            spark.conf.set(key, value)
+        return spark
+
+    try:
+        # Alone, wrong keys are refused by S3: the keys matter.
+        create = "CREATE TABLE lake.db.t (id BIGINT) USING iceberg"
+        with pytest.raises(Exception) as refused:
+            session(buckets["alone"], "WRONG").sql(create).collect()
+        assert "403" in describe_error(refused.value)
+        # After a session with the right keys used the bucket, wrong keys read and write it.
+        right = session(buckets["shared"], rest.secret_key)
+        right.sql(create).collect()
+        right.sql("INSERT INTO lake.db.t VALUES (1), (2)").collect()
+        wrong = session(buckets["shared"], "WRONG")
+        assert sorted(row.id for row in wrong.table("lake.db.t").collect()) == [1, 2]
+        wrong.sql("INSERT INTO lake.db.t VALUES (3)").collect()
+        assert sorted(row.id for row in wrong.table("lake.db.t").collect()) == [1, 2, 3]
+    finally:
+        for spark in sessions:
+            spark.stop()
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
+    for secret in (rest.secret_key, "WRONG"):
+        connection = s3a_connection(rest, buckets["tasks"])
+        connection["password"] = secret
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(connection))
+        for operator in (
+            IcebergCreateTableOperator(task_id="create", table="db.t", source_query=ROWS),
+            IcebergAppendOperator(task_id="append", table="db.t", source_query=ROWS),
+        ):
+            with pytest.raises(InvalidSpecError) as failed:
+                execute(operator)
+            message = str(failed.value)
+            assert "per-task Hadoop file system settings cannot work over Spark Connect" in message
+            assert "hadoop_properties 'fs.s3a.endpoint'" in message
+            assert "login (it sets hadoop.fs.s3a.access.key)" in message and "S3FileIO" in message
+            assert secret not in message
+    assert s3_objects(rest, buckets["tasks"]) == {}
+
+
+def test_s3fileio_keys_stay_per_task_and_a_403_is_named_as_the_root_cause(
+    spark_connect_server, rest_catalog, monkeypatch
+):
+    """The way out: S3FileIO's clients belong to the catalog of one session. Right after a task
+    with the right keys wrote a table, a task with a wrong S3 secret can neither read nor write
+    it; a create with the wrong secret names S3's 403 under Spark's "Failed to close current
+    writer", which alone says nothing."""
+    import copy
+
+    from airflow_iceberg.operators import (
+        IcebergAppendOperator,
+        IcebergCreateTableOperator,
+        IcebergTimeTravelReadOperator,
+    )
+    from tests.integration.catalog_connections import rest_reader, rest_spark_connection
+
+    rest, namespace = rest_catalog, f"connect_keys_{uuid.uuid4().hex[:8]}"
+    right = rest_spark_connection(rest, packages=False)
+    wrong = copy.deepcopy(right)
+    wrong["extra"]["catalog_properties"]["s3.secret-access-key"] = "WRONG-S3-SECRET"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
+    monkeypatch.setenv("AIRFLOW_CONN_RIGHT_KEYS", json.dumps(right))
+    monkeypatch.setenv("AIRFLOW_CONN_WRONG_KEYS", json.dumps(wrong))
+    table = f"{namespace}.orders"
+    created = execute(
+        IcebergCreateTableOperator(
+            task_id="create", table=table, source_query=ROWS, iceberg_conn_id="right_keys"
+        )
+    )
+    reader = rest_reader(rest)
+    before = reader.load_table(table).metadata
+
+    wrong_keys = {"table": table, "iceberg_conn_id": "wrong_keys"}
+    wrong_tasks = [
+        IcebergAppendOperator(task_id="append", source_query=ROWS, **wrong_keys),
+        IcebergTimeTravelReadOperator(
+            task_id="read", snapshot_id=created["snapshot_id"], preview_rows=5, **wrong_keys
+        ),
+    ]
+    for task in wrong_tasks:
+        with pytest.raises(IcebergJobError, match=r"S3Exception.*Status Code: 403"):
+            execute(task)
+    after = reader.load_table(table)
+    assert after.metadata.snapshots == before.snapshots
+    assert sorted(after.scan().to_arrow()["id"].to_pylist()) == [1, 2]
+
+    with pytest.raises(IcebergJobError) as create_failed:
+        execute(
+            IcebergCreateTableOperator(
+                task_id="create_other",
+                table=f"{namespace}.other",
+                source_query=ROWS,
+                iceberg_conn_id="wrong_keys",
+            )
+        )
+    message = str(create_failed.value)
+    assert message.startswith(f"rest.{namespace}.other: SparkException: Job aborted due to stage failure")
+    assert "Failed to close current writer (caused by S3Exception: " in message
+    assert "Status Code: 403" in message
+    assert "WRONG-S3-SECRET" not in message
+    assert not reader.table_exists(f"{namespace}.other")
+
+
+def test_a_session_the_server_drops_under_a_running_task_fails_it_saying_what_happened(
+    connect_connections, spark_connect_server
+):
+    """The server loses the task's session mid-write (released here; a restart does the same):
+    the task fails with what happened and what to do, without the session's id."""
+    from airflow_iceberg.operators import IcebergAppendOperator, IcebergCreateTableOperator
+    from airflow_iceberg.operators.connect_tries import DEFAULT_USER_ID, RemoteOperations
+
+    lake = connect_connections
+    execute(IcebergCreateTableOperator(task_id="create", table="db.events", source_query=ROWS))
+    before = lake.state("demo.db.events")
+    slow = SLOW_WRITE
+    append = IcebergAppendOperator(task_id="dropped_session", table="db.events", source_query=slow)
+    outcome: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            execute(append)
+            outcome["error"] = None
+        except BaseException as error:
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not getattr(getattr(append, "_connect_job", None), "commit_started", False):
+        assert worker.is_alive() and time.monotonic() < deadline, outcome
+        time.sleep(0.1)
+    time.sleep(3)  # the write is under way on the server
+    ids = append._connect_job.ids
+    remote = RemoteOperations(f"{spark_connect_server.url}/;user_id={DEFAULT_USER_ID}")
+    try:
+        remote.release_session(ids.session_id)
+    finally:
+        remote.close()
+    worker.join(120)
+    assert not worker.is_alive(), "the task went on without its session"
+    error = outcome["error"]
+    assert isinstance(error, IcebergJobError), error
+    message = str(error)
+    assert message.startswith("demo.db.events: the Spark Connect server no longer has this task's session")
+    assert "(INVALID_HANDLE.SESSION_CLOSED)" in message and "Retrying is safe" in message
+    assert ids.session_id not in message and ids.operation_id not in message
+    assert lake.state("demo.db.events") == before

@@ -6,7 +6,8 @@ task checks it is there. So the shared server (``spark_connect_server``) starts 
 of the test catalogs that have any:
 
 - ``demo``: sentinels in every place a connection keeps secrets (a Password filling the
-  harmless-named ``jdbc.pw``, and two Secret properties), which the tests look for everywhere;
+  harmless-named ``jdbc.pw``, and two Secret properties: S3FileIO's key, since per-task Hadoop
+  file-system settings are refused over Connect), which the tests look for everywhere;
 - ``rest``: the OAuth2 credential and S3 keys of a SeaweedFS REST catalog started with
   :data:`REST_SECRET_KEY` (the story DAGs' own).
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 DEMO_SECRETS = {
     "jdbc.pw": "SENTINEL-CONNECT-PW-3f1a",
     "rest.auth.token": "SENTINEL-CONNECT-RAT-8c2e",
-    "hadoop.fs.s3a.secret.key": "SENTINEL-CONNECT-S3A-61bd",
+    "s3.secret-access-key": "SENTINEL-CONNECT-S3-61bd",
 }
 #: The S3 secret key (and OAuth2 client secret) of the REST catalog the Connect story DAGs use.
 REST_ACCESS_KEY = "iceberg-test"

@@ -100,16 +100,39 @@ def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieSe
         yield server
 
 
+#: hadoop-aws and the AWS SDK it was built against, for S3A (``s3a://``).
+S3A_JARS = (".cache/jars/hadoop-aws-3.3.4.jar", ".cache/jars/aws-java-sdk-bundle-1.12.262.jar")
+#: Spark 4.0 runs Hadoop 3.4.1, whose hadoop-aws needs the 500 MB AWS SDK v2 bundle; hadoop-aws
+#: 3.3.4 (which the cache has) works on it once Hadoop 3.4's defaults that 3.3.4 cannot read are
+#: given as plain numbers (they carry units), and the credentials provider is one 3.3.4 has.
+S3A_ON_HADOOP_34 = {
+    "spark.hadoop.fs.s3a.connection.establish.timeout": "30000",
+    "spark.hadoop.fs.s3a.connection.timeout": "200000",
+    "spark.hadoop.fs.s3a.connection.ttl": "300000",
+    "spark.hadoop.fs.s3a.threads.keepalivetime": "60",
+    "spark.hadoop.fs.s3a.multipart.purge.age": "86400",
+    "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+}
+
+
 @pytest.fixture(scope="session")
 def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
-    """A Spark Connect server (Spark 4.0, Iceberg runtime and AWS bundle) on 127.0.0.1, shared by the session.
+    """A Spark Connect server (Spark 4.0, Iceberg runtime, AWS bundle, S3A) on 127.0.0.1, for the session.
 
     It starts with the test catalogs' secrets (:mod:`.connect_catalog_secrets`) and writes an event
-    log, in which the tests look for them. Put every test that uses it in one file:
-    ``pytest -n 2 --dist loadfile`` then starts it once.
+    log, in which the tests look for them. S3A's keys are never set on the server: tests give them
+    per session, as a task would (and the operators refuse that). Put every test that uses it in
+    one file: ``pytest -n 2 --dist loadfile`` then starts it once.
     """
     bundle = REPO_ROOT / ".cache/jars/iceberg-aws-bundle-1.10.1.jar"
     extra = (bundle,) if bundle.is_file() else ()
-    workdir = tmp_path_factory.mktemp("spark-connect")
-    with SparkConnectServer(workdir, extra_jars=extra, conf=server_conf(), event_log=True) as server:
+    s3a = tuple(REPO_ROOT / jar for jar in S3A_JARS)
+    s3a = s3a if all(jar.is_file() for jar in s3a) else ()
+    with SparkConnectServer(
+        tmp_path_factory.mktemp("spark-connect"),
+        extra_jars=extra,
+        driver_class_path=s3a,
+        conf={**server_conf(), **(S3A_ON_HADOOP_34 if s3a else {})},
+        event_log=True,
+    ) as server:
         yield server

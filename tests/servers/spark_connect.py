@@ -47,6 +47,7 @@ class SparkConnectServer(OneProcessServer):
         workdir: Path,
         *,
         extra_jars: tuple[Path, ...] = (),
+        driver_class_path: tuple[Path, ...] = (),
         conf: Mapping[str, str] | None = None,
         event_log: bool = False,
         startup_timeout: float = 180.0,
@@ -56,6 +57,8 @@ class SparkConnectServer(OneProcessServer):
         Args:
             workdir: Private folder for this server; created if missing.
             extra_jars: More jars for its classpath (the runtime is always there).
+            driver_class_path: Jars for the JVM's own class path: Hadoop loads file systems
+                (S3A) from there, not from ``--jars``.
             conf: More Spark settings, secrets included: they go to a properties file only this
                 user can read (``--properties-file``, with spark-defaults.conf still loaded).
             event_log: Write Spark's event log to ``event_log_dir``.
@@ -63,6 +66,7 @@ class SparkConnectServer(OneProcessServer):
         """
         self.workdir = Path(workdir).absolute()
         self.extra_jars = extra_jars
+        self.driver_class_path = driver_class_path
         self.conf = dict(conf or {})
         self.event_log = event_log
         self.startup_timeout = startup_timeout
@@ -127,8 +131,10 @@ class SparkConnectServer(OneProcessServer):
             "--conf",
             f"spark.sql.warehouse.dir={self.workdir / 'spark-warehouse'}",
             *self._properties_file_arguments(),
-            server_jar,
         ]
+        if self.driver_class_path:
+            argv += ["--driver-class-path", ":".join(str(jar) for jar in self.driver_class_path)]
+        argv.append(server_jar)
         env = {
             **os.environ,
             "SPARK_HOME": str(home),

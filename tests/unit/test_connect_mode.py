@@ -6,6 +6,7 @@ The real server tests are in tests/integration/test_spark_connect.py; these pin 
 from __future__ import annotations
 
 import json
+import uuid
 from unittest import mock
 
 import pytest
@@ -15,7 +16,15 @@ from airflow_iceberg.catalog.spark_settings import SparkSettings
 from airflow_iceberg.exceptions import InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs.job_spec import JobRequest
 from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
-from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect, session_settings
+from airflow_iceberg.operators.connect import (
+    PROGRESS_INTERVAL_KEY,
+    ConnectJob,
+    is_spark_connect,
+    session_settings,
+    with_user_id,
+)
+from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
+from airflow_iceberg.operators.connect_tries import CommitKeys, EarlierRuns, TryNumbers
 
 EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
@@ -24,13 +33,14 @@ EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 def connect_connections(iceberg_connection, monkeypatch):
     connection = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": 1}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
-    return iceberg_connection(
+    return iceberg_connection(  # the password fills a property of its own, not S3A's secret key
         password="SENTINEL-pw",
         extra={
             "catalog_name": "demo",
             "catalog_type": "hadoop",
             "warehouse": "file:///wh",
-            "connect_server_credentials": True,  # the server defines the secret (S3A key)
+            "pass_property": "p",
+            "connect_server_credentials": True,  # the server defines the secret
         },
     )
 
@@ -94,7 +104,7 @@ def test_bad_input_fails_before_any_session_opens(connect_connections):
 def test_connect_mode_runs_no_spark_submit_and_keeps_secrets_out_of_files(connect_connections, tmp_path):
     seen = {}
 
-    def run(self, settings, request: JobRequest, user_conf):
+    def run(self, settings, request: JobRequest, user_conf, tries):
         seen["secrets"], seen["secret_file"] = settings.secret_conf, request.secret_conf_file
         with open(request.result_file, "w") as handle:
             json.dump({"status": "success", "table": "demo.db.t", "snapshot_id": 1}, handle)
@@ -147,7 +157,7 @@ def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
 
     session = FakeSession(server_conf)
     builder = mock.Mock()
-    builder.remote.return_value.create.return_value = session
+    builder.remote.return_value._registerHook.return_value.create.return_value = session
     monkeypatch.setattr(SparkSession, "Builder", lambda: builder)
     ran = mock.Mock(return_value=0)
     monkeypatch.setattr("airflow_iceberg.jobs.iceberg_job.run_job", ran)
@@ -176,13 +186,13 @@ SECRET_SETTINGS = SparkSettings(
             {},
             None,
             r"^Spark Connect: catalog 'demo' has secret setting\(s\) "
-            r"spark\.sql\.catalog\.demo\.hadoop\.fs\.s3a\.secret\.key, and a task never sends a secret "
+            r"spark\.sql\.catalog\.demo\.jdbc\.pw, and a task never sends a secret "
             r"per session: .* turn on connect_server_credentials",
         ),
         (
             {"connect_server_credentials": True},
-            {"spark.hadoop.fs.s3a.secret.key": "SENTINEL-conf"},
-            r"^Spark Connect: the operator's conf sets spark\.hadoop\.fs\.s3a\.secret\.key, which looks "
+            {"spark.sql.catalog.demo.credential": "SENTINEL-conf"},
+            r"^Spark Connect: the operator's conf sets spark\.sql\.catalog\.demo\.credential, which looks "
             r"like a secret, .* Define it on the Spark Connect server and remove it from conf",
         ),
     ],
@@ -193,7 +203,13 @@ def test_a_per_session_secret_is_refused_before_any_session_opens(
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark_connect", "host": "h"}))
     iceberg_connection(
         password="SENTINEL-pw",
-        extra={"catalog_name": "demo", "catalog_type": "hadoop", "warehouse": "file:///wh", **extra},
+        extra={
+            "catalog_name": "demo",
+            "catalog_type": "hadoop",
+            "warehouse": "file:///wh",
+            "pass_property": "jdbc.pw",  # not S3A's key, which is refused as a per-task file system setting
+            **extra,
+        },
     )
     append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1", conf=conf)
     with (
@@ -223,4 +239,219 @@ def test_the_servers_own_secret_is_used_and_the_task_sends_none(connect_connecti
         "spark.sql.catalog.demo": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.demo.type": "hadoop",
         "spark.sql.defaultCatalog": "demo",
+        PROGRESS_INTERVAL_KEY: "-1",
     }
+
+
+# ----------------------------------------------------- exactly-once over Connect (issue 17)
+
+
+def test_commit_keys_give_each_run_of_each_try_its_own_ids_which_the_secrets_key():
+    secrets = ["token", "catalog-secret"]
+    keys = CommitKeys("dag:task:run:-1:1:", secrets)
+    first = keys.run(1, 0)
+    assert first == CommitKeys("dag:task:run:-1:1:", secrets).run(1, 0)  # a retry finds it again
+    others = [keys.run(2, 0), keys.run(1, 1), CommitKeys("dag:task:run:-1:2:", secrets).run(1, 0)]
+    others.append(CommitKeys("dag:task:run:-1:1:", ["other-token", "catalog-secret"]).run(1, 0))
+    assert len({ids.session_id for ids in [first, *others]}) == 5
+    assert first.session_id != first.operation_id
+    for value in (first.session_id, first.operation_id):
+        assert uuid.UUID(value).version == 4  # the server and pyspark want UUIDs
+    assert len(first.fingerprint) == 8 and first.fingerprint not in first.session_id
+
+
+class FakeServer:
+    """The few RPCs of :class:`RemoteOperations`, over a dict of sessions: {session id: state}."""
+
+    def __init__(self, sessions, running=()):
+        self.sessions = dict(sessions)
+        self.running = set(running)  # operation ids that exist on the server
+        self.calls = []
+
+    def session_state(self, session_id):
+        return self.sessions.get(session_id, "absent")
+
+    def claim(self, ids):
+        self.calls.append(("claim", ids.session_id))
+        return ids.operation_id not in self.running
+
+    def wait_until_ended(self, ids, timeout=None):
+        self.calls.append(("wait", ids.session_id))
+        self.running.discard(ids.operation_id)
+        return True
+
+    def release_session(self, session_id):
+        self.calls.append(("release", session_id))
+        self.sessions[session_id] = "closed"
+
+
+def test_a_try_settles_every_earlier_run_before_it_takes_the_first_unseen_session():
+    keys = CommitKeys("c", [""])
+    try1, try1_again, try2 = keys.run(1, 0), keys.run(1, 1), keys.run(2, 0)
+    # Try 1 ran twice: its first run is closed, its second was killed mid-write.
+    server = FakeServer(
+        {try1.session_id: "closed", try1_again.session_id: "open"}, running={try1_again.operation_id}
+    )
+    ids = EarlierRuns(server, keys, mock.Mock()).settle(1, 3)
+    assert server.calls == [
+        ("claim", try1_again.session_id),
+        ("wait", try1_again.session_id),
+        ("release", try1_again.session_id),
+    ]
+    assert ids == keys.run(3, 0) and try2.session_id not in server.sessions
+    # The same try run again (``airflow tasks test``) settles its own first run, and takes the next.
+    again = EarlierRuns(server, keys, mock.Mock()).settle(3, 3)
+    assert again == ids
+    server.sessions[ids.session_id] = "open"
+    server.calls.clear()
+    assert EarlierRuns(server, keys, mock.Mock()).settle(3, 3) == keys.run(3, 1)
+    assert server.calls == [("claim", ids.session_id), ("release", ids.session_id)]  # no write to wait for
+
+
+def test_the_hook_names_only_the_committing_request_once_and_refuses_any_after_a_kill():
+    from pyspark.sql.connect import proto
+
+    from airflow_iceberg.jobs.connect import committing
+    from airflow_iceberg.operators.connect import commit_operation_hook
+
+    job = ConnectJob("spark_default", mock.Mock())
+    job.ids = CommitKeys("c", [""]).run(1, 0)
+    hook = commit_operation_hook(job)(None)
+    assert hook.on_execute_plan(proto.ExecutePlanRequest()).operation_id == ""  # a check, a read
+    with committing():
+        assert hook.on_execute_plan(proto.ExecutePlanRequest()).operation_id == job.ids.operation_id
+        assert hook.on_execute_plan(proto.ExecutePlanRequest()).operation_id == ""  # only the first
+    assert job.commit_started
+    job.killed = True
+    with pytest.raises(RuntimeError, match="the task was killed"):
+        hook.on_execute_plan(proto.ExecutePlanRequest())
+
+
+def test_a_retry_knows_its_try_and_the_first_try_of_its_commit(connect_connections):
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1", retries=3)
+    ti = mock.Mock(try_number=4, max_tries=5)  # cleared after try 2 (max_tries = 2 + 3), now its retry
+    assert append._try_numbers({"ti": ti}) == TryNumbers(first=3, current=4)
+    assert append._commit_id({"ti": ti}).split(":")[4] == "3"
+    assert append._try_numbers({}) is None
+    append.idempotent = False
+    assert append._try_numbers({"ti": ti}) is None
+
+
+def test_without_a_login_every_try_uses_one_user_id():
+    assert with_user_id("sc://h:1/", None) == "sc://h:1/;user_id=airflow-iceberg"
+    assert with_user_id("sc://h:1/;user_id=etl;token=t", "etl") == "sc://h:1/;user_id=etl;token=t"
+
+
+# ------------------------------------------------ per-task file system settings (issue 17 #12)
+
+
+def test_per_catalog_hadoop_file_system_settings_are_refused_over_connect_before_any_session(
+    iceberg_connection, monkeypatch
+):
+    connection = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": 1}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    iceberg_connection(
+        login="AKIA",
+        password="SENTINEL-s3a-secret",
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "hadoop",
+            "warehouse": "s3a://bucket/wh",
+            "hadoop_properties": {"fs.s3a.endpoint": "http://s3", "hive.metastore.sasl.enabled": "false"},
+        },
+    )
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1")
+    with mock.patch.object(ConnectJob, "run") as run, pytest.raises(InvalidSpecError) as refused:
+        append.execute({})
+    run.assert_not_called()
+    message = str(refused.value)
+    assert message.startswith("lake.db.t: per-task Hadoop file system settings cannot work over")
+    assert "hadoop_properties 'fs.s3a.endpoint', login (it sets hadoop.fs.s3a.access.key)" in message
+    assert "password (it sets hadoop.fs.s3a.secret.key)" in message
+    assert "hive.metastore" not in message and "SENTINEL" not in message
+
+
+def test_what_counts_as_a_per_task_file_system_setting():
+    from airflow_iceberg.catalog.config import CatalogConfig
+
+    s3_file_io = CatalogConfig(
+        catalog_name="rest",
+        catalog_type="rest",
+        login="id",
+        password="secret",
+        io_impl="org.apache.iceberg.aws.s3.S3FileIO",
+        catalog_properties={"s3.secret-access-key": "x", "hadoop.hive.metastore.uris": "thrift://h"},
+    )
+    assert shared_file_system_refusal([s3_file_io], {"spark.sql.shuffle.partitions": "4"}) is None
+    hdfs = CatalogConfig(
+        catalog_name="hdfs", secret_properties={"hadoop.dfs.client.read.shortcircuit": "true"}
+    )
+    user_conf = {
+        "spark.hadoop.fs.s3a.secret.key": "x",
+        "spark.sql.catalog.hadoop.hadoop.fs.gs.project.id": "p",  # a catalog named hadoop
+        "spark.sql.catalog.lake.warehouse": "s3a://b",
+    }
+    refused = shared_file_system_refusal([hdfs], user_conf)
+    assert refused is not None
+    found = refused.split(": ", 1)[1].split(". ", 1)[0]
+    assert found == (
+        "secret_properties 'hadoop.dfs.client.read.shortcircuit', conf 'spark.hadoop.fs.s3a.secret.key', "
+        "conf 'spark.sql.catalog.hadoop.hadoop.fs.gs.project.id'"
+    )
+
+
+# ----------------------------------------------------------- errors that say why (issue 17 #14)
+
+
+def test_a_connect_error_names_its_root_cause():
+    from pyspark.errors.exceptions.connect import SparkException
+
+    from airflow_iceberg.jobs.iceberg_job import describe_error
+
+    trace = "\n".join(
+        [
+            "org.apache.spark.SparkException",
+            "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:1)",
+            "Caused by: java.io.UncheckedIOException: Failed to close current writer",
+            "\tat org.apache.iceberg.io.RollingFileWriter.closeCurrentWriter(RollingFileWriter.java:1)",
+            "Caused by: software.amazon.awssdk.services.s3.model.S3Exception: Access Denied (Service: S3, "
+            "Status Code: 403, Request ID: 1)",
+            "\tat software.amazon.awssdk.services.s3.DefaultS3Client.putObject(DefaultS3Client.java:1)",
+        ]
+    )
+    error = SparkException(
+        "Job aborted due to stage failure: Failed to close current writer", server_stacktrace=trace
+    )
+    assert describe_error(error) == (
+        "SparkException: Job aborted due to stage failure: Failed to close current writer "
+        "(caused by S3Exception: Access Denied (Service: S3, Status Code: 403, Request ID: 1))"
+    )
+    assert describe_error(ValueError("plain")) == "ValueError: plain"
+
+
+def test_a_lost_session_says_what_happened_and_what_to_do_without_its_id():
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.errors.exceptions.connect import UnknownException
+
+    from airflow_iceberg.jobs.iceberg_job import describe_error
+
+    handle = str(uuid.uuid4())
+    lost = [
+        UnknownException(
+            f"[INVALID_HANDLE.SESSION_NOT_FOUND] The handle {handle} is invalid. Session not found.",
+            errorClass="INVALID_HANDLE.SESSION_NOT_FOUND",
+            messageParameters={"handle": handle},
+        ),
+        # pyspark's own error when a reattach after a server restart finds no session
+        PySparkRuntimeError(
+            errorClass="RESPONSE_ALREADY_RECEIVED",
+            messageParameters={"error_type": "INVALID_HANDLE.SESSION_NOT_FOUND"},
+        ),
+    ]
+    for error in lost:
+        text = describe_error(error)
+        assert text.startswith(
+            "the Spark Connect server no longer has this task's session (INVALID_HANDLE.SESSION_NOT_FOUND): "
+            "it restarted, or the session was released or expired"
+        )
+        assert "Retrying is safe" in text and handle not in text
