@@ -61,7 +61,7 @@ def merge_into(
         return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
     require_table(spark, spec.table)
     check_expressions(spark, _merge_expressions(spec))
-    source = load_source(spark, spec.source)
+    source = load_source(spark, spec.source, spec.table)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
     before = _head(spark, spec.table, ref)
     sql = (

@@ -1,0 +1,1 @@
+"""Catalog configuration (from an Airflow connection) and its mapping to Spark settings."""

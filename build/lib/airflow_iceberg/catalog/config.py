@@ -1,0 +1,417 @@
+"""One Iceberg catalog's configuration, read from an Airflow connection and validated.
+
+:class:`CatalogConfig` is a plain dataclass so that the mapping to Spark settings
+(:mod:`airflow_iceberg.catalog.spark_settings`) is a pure function that tests can call without
+Airflow, and so that every validation error can name the connection field that is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.jobs.job_spec import PROPERTY_KEY_RE, SQL_NAME_RE
+
+#: Catalog types Iceberg's ``type`` property understands.
+CATALOG_TYPES = ("hadoop", "hive", "rest", "jdbc", "glue", "nessie")
+SESSION_CATALOG_NAME = "spark_catalog"
+DEFAULT_CATALOG_NAME = "iceberg"
+DEFAULT_ICEBERG_VERSION = "1.10.2"
+DEFAULT_SPARK_VERSION = "3.5"
+DEFAULT_SCALA_VERSION = "2.12"
+#: Spark 4 is built for Scala 2.13 only; its Iceberg runtimes start at these Iceberg releases.
+SPARK4_SCALA_VERSION = "2.13"
+FIRST_ICEBERG_FOR_SPARK = {(4, 0): (1, 10), (4, 1): (1, 11)}
+CONN_TYPE = "iceberg_catalog"
+
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
+
+#: Which catalog property the connection's login and password feed, per catalog type.
+#: ``None`` means the type has no standard property; set ``login_property`` / ``password_property``.
+CREDENTIAL_PROPERTIES: dict[str, tuple[str | None, str | None]] = {
+    "jdbc": ("jdbc.user", "jdbc.password"),
+    "hadoop": ("hadoop.fs.s3a.access.key", "hadoop.fs.s3a.secret.key"),
+    "glue": ("s3.access-key-id", "s3.secret-access-key"),
+    "nessie": (None, "authentication.token"),
+    "hive": (None, None),
+    "rest": (None, None),  # special-cased: login:password -> credential, password alone -> token
+    "custom": (None, None),
+}
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Everything one Airflow connection says about one Iceberg catalog.
+
+    Field names match the connection's extra keys (see ``get_provider_info``'s ``conn-fields``),
+    except ``uri``, ``login`` and ``password``, which come from the connection's own fields, and
+    ``password_property``, whose extra key is ``pass_property`` (see :data:`EXTRA_ALIASES`).
+    """
+
+    catalog_name: str = DEFAULT_CATALOG_NAME
+    catalog_type: str | None = "hadoop"
+    catalog_impl: str | None = None
+    warehouse: str | None = None
+    uri: str | None = None
+    login: str | None = None
+    password: str | None = field(default=None, repr=False)
+    login_property: str | None = None
+    password_property: str | None = None
+    io_impl: str | None = None
+    default_namespace: str | None = None
+    cache_enabled: bool | None = None
+    cache_expiration_interval_ms: int | None = None
+    catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    secret_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    hadoop_properties: dict[str, str] = field(default_factory=dict, repr=False)
+    session_catalog: bool = False
+    iceberg_version: str = DEFAULT_ICEBERG_VERSION
+    spark_version: str = DEFAULT_SPARK_VERSION
+    scala_version: str = DEFAULT_SCALA_VERSION
+    runtime_jar: str | None = None
+    extra_jars: tuple[str, ...] = ()
+    extra_packages: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """The catalog type, or ``custom`` for a ``catalog-impl`` class."""
+        return "custom" if self.catalog_impl else str(self.catalog_type)
+
+    def validate(self) -> CatalogConfig:
+        """Raise :class:`InvalidCatalogConfigError` naming the first wrong field; return self."""
+        _check(
+            SQL_NAME_RE.match(self.catalog_name or ""),
+            "catalog_name",
+            f"{self.catalog_name!r} must be letters, digits and underscores, "
+            "starting with a letter or underscore",
+        )
+        if self.session_catalog:
+            _check(
+                self.catalog_name == SESSION_CATALOG_NAME,
+                "catalog_name",
+                f"session_catalog mode replaces Spark's built-in catalog, so the name must be "
+                f"{SESSION_CATALOG_NAME!r}, not {self.catalog_name!r}",
+            )
+        else:
+            _check(
+                self.catalog_name != SESSION_CATALOG_NAME,
+                "catalog_name",
+                f"{SESSION_CATALOG_NAME!r} is Spark's built-in catalog; set session_catalog=true to wrap it",
+            )
+        _check(
+            not (self.catalog_type and self.catalog_impl),
+            "catalog_type",
+            f"is {self.catalog_type!r} but catalog_impl is also set ({self.catalog_impl!r}); "
+            "set catalog_type to custom to use the catalog_impl class",
+        )
+        _check(
+            self.catalog_type or self.catalog_impl,
+            "catalog_type",
+            f"is required: one of {', '.join(CATALOG_TYPES)}, or custom with catalog_impl set to a class",
+        )
+        if self.catalog_type:
+            _check(
+                self.catalog_type in CATALOG_TYPES,
+                "catalog_type",
+                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}",
+            )
+        self._validate_locations()
+        self._validate_credentials()
+        for name, properties in (
+            ("catalog_properties", self.catalog_properties),
+            ("secret_properties", self.secret_properties),
+            ("hadoop_properties", self.hadoop_properties),
+        ):
+            for key in properties:
+                _check(PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
+        for key in self.secret_properties:
+            _check(
+                key not in self.catalog_properties,
+                "secret_properties",
+                f"{key!r} is also in catalog_properties; set it in one place only",
+            )
+        for name in ("iceberg_version", "spark_version", "scala_version"):
+            _check(
+                _VERSION_RE.match(getattr(self, name) or ""),
+                name,
+                f"{getattr(self, name)!r} is not a version such as 1.10.2",
+            )
+        self._validate_runtime_versions()
+        if self.cache_expiration_interval_ms is not None:
+            _check(
+                self.cache_expiration_interval_ms >= -1,
+                "cache_expiration_interval_ms",
+                "must be -1 (never expire), 0 (no cache) or a positive number of milliseconds",
+            )
+        return self
+
+    def _validate_runtime_versions(self) -> None:
+        """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
+        spark = _release(self.spark_version)
+        if spark[:1] < (4,) or self.runtime_jar:  # a runtime jar replaces the coordinate
+            return
+        _check(
+            self.scala_version == SPARK4_SCALA_VERSION,
+            "scala_version",
+            f"Spark {self.spark_version} is built for Scala {SPARK4_SCALA_VERSION} only, "
+            f"not {self.scala_version}",
+        )
+        first = FIRST_ICEBERG_FOR_SPARK.get(spark[:2])
+        _check(
+            first is None or _release(self.iceberg_version)[:2] >= first,
+            "iceberg_version",
+            f"Iceberg {self.iceberg_version} has no runtime for Spark {'.'.join(map(str, spark[:2]))}; "
+            f"use Iceberg {'.'.join(map(str, first or ()))}.0 or later",
+        )
+
+    def _validate_locations(self) -> None:
+        kind = self.kind
+        if kind in ("hadoop", "glue", "jdbc"):
+            _check(self.warehouse, "warehouse", f"is required for a {kind} catalog")
+        if kind in ("rest", "jdbc", "nessie"):
+            _check(self.uri, "host", f"the catalog URI is required for a {kind} catalog (put it in URI)")
+        if kind == "jdbc":
+            _check(
+                str(self.uri).startswith("jdbc:"),
+                "host",
+                f"a jdbc catalog URI looks like postgresql://db:5432/name or sqlite:/path "
+                f"(jdbc: may be left out), got {self.uri!r}",
+            )
+        if kind == "hive" and self.uri:
+            _check(
+                str(self.uri).startswith("thrift://"),
+                "host",
+                f"a hive catalog URI starts with 'thrift://', got {self.uri!r}",
+            )
+        if kind in ("rest", "nessie"):
+            _check(
+                str(self.uri).startswith(("http://", "https://")),
+                "host",
+                f"a {kind} catalog URI starts with http:// or https://, got {self.uri!r}",
+            )
+
+    def _validate_credentials(self) -> None:
+        login_key, password_key = self.credential_properties()
+        if self.kind == "rest" and self.login and not self.password:
+            _check(
+                False,
+                "password",
+                "a REST catalog login is an OAuth2 client id and needs its secret as password",
+            )
+        if self.login:
+            _check(
+                login_key,
+                "login",
+                f"a {self.kind} catalog has no standard property for a login; "
+                "set login_property in the connection extras to the property it should fill",
+            )
+        if self.password:
+            _check(
+                password_key,
+                "password",
+                f"a {self.kind} catalog has no standard property for a password; "
+                "set password_property in the connection extras to the property it should fill",
+            )
+
+    def secret_keys(self) -> frozenset[str]:
+        """Catalog properties that are secrets whatever their name: Secret properties, and the
+        property the Password fills."""
+        password_key = self.credential_properties()[1]
+        filled = {password_key} if password_key and self.password else set()
+        return frozenset(self.secret_properties) | filled
+
+    def credential_properties(self) -> tuple[str | None, str | None]:
+        """The catalog properties that the connection's login and password go to.
+
+        REST is the one type where both feed a single property: OAuth2 client credentials are
+        ``credential=<client id>:<client secret>``; a password alone is a bearer ``token``.
+        """
+        login_key, password_key = CREDENTIAL_PROPERTIES[self.kind]
+        if self.kind == "rest":
+            login_key, password_key = ("credential", "credential") if self.login else (None, "token")
+        return (self.login_property or login_key, self.password_property or password_key)
+
+
+def field_error(field_name: str, message: str) -> InvalidCatalogConfigError:
+    """The error for a wrong connection field, named the way the connection form names it."""
+    return InvalidCatalogConfigError(f"Iceberg catalog connection field {field_name!r}: {message}")
+
+
+def _check(condition: object, field_name: str, message: str) -> None:
+    if not condition:
+        raise field_error(field_name, message)
+
+
+# --------------------------------------------------------------------------- reading a connection
+
+
+def config_from_connection(conn: Any) -> CatalogConfig:
+    """Build a validated :class:`CatalogConfig` from an Airflow ``Connection``.
+
+    Extras may be stored plainly (``catalog_type``) or with the ``extra__iceberg_catalog__``
+    prefix older Airflow UIs use; JSON-typed extras may be objects or JSON strings.
+    """
+    try:
+        extra = conn.extra_dejson
+    except Exception as error:  # Airflow logs and swallows bad JSON in some versions; be explicit
+        raise InvalidCatalogConfigError(f"connection extra is not valid JSON: {error}") from error
+    if conn.extra and not extra:
+        try:
+            json.loads(conn.extra)
+        except ValueError as error:
+            raise InvalidCatalogConfigError(f"connection extra is not valid JSON: {error}") from error
+    if not isinstance(extra, Mapping):
+        raise InvalidCatalogConfigError("connection extra must be a JSON object")
+    return config_from_fields(
+        extra={_strip_prefix(k): v for k, v in extra.items()},
+        host=conn.host,
+        port=conn.port,
+        login=conn.login,
+        password=conn.password,
+    )
+
+
+def _strip_prefix(key: str) -> str:
+    prefix = f"extra__{CONN_TYPE}__"
+    return key[len(prefix) :] if key.startswith(prefix) else key
+
+
+#: Extra keys read under another name. ``pass_property`` replaced ``password_property`` because
+#: Airflow masks any field whose name contains "password", which hid the property name typed in.
+EXTRA_ALIASES = {"pass_property": "password_property"}
+#: What ``catalog_type`` says when ``catalog_impl`` names the class.
+CUSTOM_TYPE = "custom"
+#: URI schemes of JDBC drivers that may be written without ``jdbc:``. Airflow writes a connection
+#: out as a URI (Test button, ``connections export``) and cannot read ``jdbc:postgresql://…`` back.
+_JDBC_SUBPROTOCOL_RE = re.compile(r"^[a-z][a-z0-9]*:(?![0-9]+(/|$))")
+
+
+def config_from_fields(
+    extra: Mapping[str, Any],
+    host: str | None = None,
+    port: int | None = None,
+    login: str | None = None,
+    password: str | None = None,
+) -> CatalogConfig:
+    """Build and validate a :class:`CatalogConfig` from connection fields and extras.
+
+    Unset fields — absent, ``null`` (the Airflow UI stores every empty form field as ``null``) or
+    ``""`` — take their defaults.
+    """
+    extra = {EXTRA_ALIASES.get(key, key): value for key, value in extra.items()}
+    known = set(CatalogConfig.__dataclass_fields__) - {"uri", "login", "password"}
+    unknown = sorted(set(extra) - known - {"uri"})
+    if unknown:
+        raise InvalidCatalogConfigError(
+            f"unknown Iceberg catalog connection extra field(s): {', '.join(unknown)}; "
+            "put other catalog properties under 'catalog_properties'"
+        )
+    values: dict[str, Any] = {
+        name: _CONVERTERS.get(name, _as_is)(value, name)
+        for name, value in extra.items()
+        if name in known and value not in (None, "")
+    }
+    if values.get("catalog_type") == CUSTOM_TYPE or (
+        values.get("catalog_impl") and "catalog_type" not in values
+    ):
+        values["catalog_type"] = None
+    if values.get("session_catalog") and "catalog_name" not in values:
+        values["catalog_name"] = SESSION_CATALOG_NAME
+    if "scala_version" not in values and _release(values.get("spark_version", ""))[:1] >= (4,):
+        values["scala_version"] = SPARK4_SCALA_VERSION  # unset, it follows Spark: 2.13 for Spark 4
+    uri = _uri(extra.get("uri") or host, port or None)
+    if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
+        uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
+    return CatalogConfig(uri=uri, login=login or None, password=password or None, **values).validate()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version: ``4.0.1`` -> (4, 0, 1), ``1.11.0-rc1`` -> (1, 11, 0)."""
+    numbers = re.match(r"[0-9]+(\.[0-9]+)*", str(version))
+    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
+
+
+def _as_is(value: Any, name: str) -> Any:
+    return value
+
+
+def _uri(host: str | None, port: int | None) -> str | None:
+    """The catalog URI: Host, with Port added when Host names none.
+
+    A Port that contradicts the one in Host is an error rather than a silent choice.
+    """
+    if not host:
+        return None
+    if not port:
+        return host
+    scheme, sep, rest = host.partition("://")
+    authority, slash, path = (rest if sep else host).partition("/")
+    if not sep and ":" in authority and not authority.split(":")[-1].isdigit():
+        raise field_error("port", f"{port} cannot be added to {host!r}, which has no host:port part")
+    named = re.search(r":([0-9]+)$", authority.split(",")[0])
+    if named:
+        _check(
+            int(named.group(1)) == port,
+            "port",
+            f"{port} differs from the port in the URI {host!r}; leave Port empty or make them agree",
+        )
+        return host
+    authority = f"{authority}:{port}"
+    return f"{scheme}{sep}{authority}{slash}{path}" if sep else f"{authority}{slash}{path}"
+
+
+def _to_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise field_error(name, f"{value!r} is not true or false")
+
+
+def _to_int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as error:
+        raise field_error(name, f"{value!r} is not a whole number") from error
+
+
+def _to_str_dict(value: Any, name: str) -> dict[str, str]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise InvalidCatalogConfigError(
+                f"Iceberg catalog connection field {name!r} is not valid JSON: {error}"
+            ) from error
+    if not isinstance(value, Mapping):
+        raise InvalidCatalogConfigError(
+            f"Iceberg catalog connection field {name!r} must be a JSON object of property names to values"
+        )
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+
+
+def _to_tuple(value: Any, name: str) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+#: How each extra field's JSON value becomes a CatalogConfig attribute (UI forms send strings).
+_CONVERTERS = {
+    "session_catalog": _to_bool,
+    "cache_enabled": _to_bool,
+    "cache_expiration_interval_ms": _to_int,
+    "catalog_properties": _to_str_dict,
+    "secret_properties": _to_str_dict,
+    "hadoop_properties": _to_str_dict,
+    "extra_jars": _to_tuple,
+    "extra_packages": _to_tuple,
+}

@@ -1,0 +1,261 @@
+"""Publishing an audited branch: move the target branch (``main``) to exactly the audited snapshot, once.
+
+What is published is a snapshot, not "whatever the branch holds now": with
+``expected_snapshot_id`` (the snapshot the audit read) the branch must still be at it, and only
+it is published, so a commit that lands on the branch after the audit is never published
+unaudited. The move is a fast-forward only: the target's head must be an ancestor of the
+published snapshot, so no commit of the target is ever dropped. A target that does not exist is
+refused unless ``create_target_branch`` asks for it, so a mistyped target cannot swallow the
+audited rows while the task reports success.
+
+A retry recognises its earlier try by ancestry: if the published snapshot (the pin, or without
+one the branch's head) is already the target's head or one of its ancestors, the publish
+happened, and the retry says so (``already_published``) and changes nothing, even after other
+writers committed on top, and with a pin even after ``drop_branch`` dropped the branch.
+
+The move is atomic against concurrent commits, in both execution modes:
+
+- with a driver JVM (spark-submit), the checks and the change are one Iceberg transaction: the
+  refs are read from its base, and the ref update (move, and the branch drop with
+  ``drop_branch``) commits against that base, so any concurrent commit makes it fail, never
+  clobber (``UpdateSnapshotReferencesOperation`` has a fixed base);
+- over Spark Connect (SQL only), the pin becomes a marker tag (:mod:`.retry_markers`) and
+  Iceberg's ``fast_forward`` moves the target to that tag, checking the ancestry against its own
+  base; the tag is dropped afterwards. The branch drop is a statement of its own, made only if
+  the branch still holds the published snapshot.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs.branches import procedure_call
+from airflow_iceberg.jobs.job_spec import quote_identifier
+from airflow_iceberg.jobs.retry_markers import create_marker, drop_marker, marker_name
+from airflow_iceberg.jobs.snapshot_history import TableHistory, history_of_java_table, load_history
+from airflow_iceberg.jobs.table_state import (
+    TableStateError,
+    has_driver_jvm,
+    iceberg_error_reason,
+    iceberg_table,
+    ref_snapshot_id,
+    require_table,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class PublishError(TableStateError):
+    """The branch cannot be published as asked; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What publishing means in the current state of the table."""
+
+    published: int  # the snapshot the target gets (or already has in its history)
+    previous: int | None  # the target's head now; None when the target is to be created
+    already: bool  # an earlier try (or anyone) already published it: no move
+    drop: bool  # drop the branch: asked for, and it holds nothing the target lacks
+
+
+def publish_branch(
+    spark: SparkSession,
+    spec: action_specs.PublishSpec,
+    commit_id: str | None = None,
+    reuse_commit: bool = False,
+) -> dict[str, Any]:
+    """Fast-forward ``spec.target_branch`` to the audited snapshot of ``spec.branch``; maybe drop the branch.
+
+    Returns ``snapshot_id`` (the published snapshot), ``previous_snapshot_id`` (the target's head
+    before, None when nothing moved or the target was created), ``already_published``,
+    ``target_branch_created`` and ``branch_dropped``.
+    """
+    require_table(spark, spec.table)
+    if has_driver_jvm(spark):
+        decision, dropped = _publish_in_one_commit(spark, spec)
+    else:
+        decision, dropped = _publish_with_sql(spark, spec, commit_id or uuid.uuid4().hex)
+    if decision.already:
+        print(
+            f"airflow-iceberg: snapshot {decision.published} of {spec.table} is already in "
+            f"{spec.target_branch}'s history (an earlier try published it, or the branch holds nothing "
+            "new); not publishing again",
+            flush=True,
+        )
+    return {
+        "table": spec.table,
+        "branch": spec.branch,
+        "target_branch": spec.target_branch,
+        "previous_snapshot_id": None if decision.already else decision.previous,
+        "snapshot_id": decision.published,
+        "already_published": decision.already,
+        "target_branch_created": not decision.already and decision.previous is None,
+        "branch_dropped": dropped,
+    }
+
+
+def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
+    """Decide from one consistent view of the refs; raise :class:`PublishError` for every refusal."""
+    target, head = history.branch(spec.target_branch), history.branch(spec.branch)
+    pin = spec.expected_snapshot_id
+    if history.tag(spec.target_branch) is not None:
+        raise PublishError(
+            f"cannot publish to {spec.target_branch!r} of {history.table}: it is a tag, not a branch. "
+            "Nothing was changed; give the branch to move as target_branch"
+        )
+    if pin is not None and not history.has_snapshot(pin):
+        raise PublishError(
+            f"expected_snapshot_id {pin} is not a snapshot of table {history.table}: nothing was published "
+            "and nothing changed. Pass the snapshot the audit read (its XCom's snapshot_id)"
+        )
+    published = pin if pin is not None else head
+    if target is not None and published is not None and history.is_ancestor(published, of=target):
+        keeps_nothing = head is not None and history.is_ancestor(head, of=target)
+        if spec.drop_branch and head is not None and not keeps_nothing:
+            print(
+                f"airflow-iceberg: not dropping branch {spec.branch} of {history.table}: its head "
+                f"{head} has commits after the published snapshot {published}",
+                flush=True,
+            )
+        return Decision(published, target, already=True, drop=spec.drop_branch and keeps_nothing)
+    if head is None:
+        raise _missing_branch(history, spec)
+    if pin is not None and head != pin:
+        raise _branch_moved(history, spec, head)
+    if target is None and not spec.create_target_branch:
+        raise _missing_target(history, spec)
+    if target is not None and not history.is_ancestor(target, of=head):
+        raise PublishError(
+            f"cannot publish branch {spec.branch!r} of {history.table}: {spec.target_branch} moved since "
+            f"the branch was made ({spec.target_branch} is at snapshot {target}, which is not an ancestor "
+            f"of {spec.branch}'s {head}), and a fast-forward would drop its newer commits. "
+            f"{spec.target_branch} is unchanged and nothing was published; redo the branch's changes "
+            f"on a branch made from {spec.target_branch}'s current snapshot, audit and publish that"
+        )
+    return Decision(head, target, already=False, drop=spec.drop_branch)
+
+
+def _missing_branch(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+    table, branch = history.table, spec.branch
+    if spec.expected_snapshot_id is None:
+        return PublishError(
+            f"branch {branch!r} does not exist in table {table}: nothing was published and nothing "
+            "changed. Either an earlier try published it and dropped it (drop_branch), or it was never "
+            "made (check the name). Without expected_snapshot_id the task cannot tell which: pass the "
+            "audited snapshot as expected_snapshot_id, and a retry then knows it was published"
+        )
+    return PublishError(
+        f"branch {branch!r} does not exist in table {table}, and the audited snapshot "
+        f"{spec.expected_snapshot_id} is not in {spec.target_branch}'s history (at "
+        f"{history.branch(spec.target_branch)}): it was never published. Nothing changed; check the "
+        "branch name"
+    )
+
+
+def _branch_moved(history: TableHistory, spec: action_specs.PublishSpec, head: int) -> PublishError:
+    pin = int(spec.expected_snapshot_id or 0)
+    why = (
+        "a commit landed on the branch after the audit"
+        if history.is_ancestor(pin, of=head)
+        else f"snapshot {pin} is not in the branch's history"
+    )
+    return PublishError(
+        f"cannot publish branch {spec.branch!r} of {history.table}: it is at snapshot {head}, not at the "
+        f"audited snapshot {pin} (expected_snapshot_id): {why}. Nothing was published; "
+        f"{spec.target_branch} is unchanged. Audit the branch's new head and publish that, or remove the "
+        "unaudited commit from the branch"
+    )
+
+
+def _missing_target(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+    return PublishError(
+        f"target branch {spec.target_branch!r} does not exist in table {history.table} (its branches: "
+        f"{', '.join(history.branches())}): nothing was published and nothing changed. Check the name "
+        "(publishing to a new branch would leave main without the audited rows), or pass "
+        "create_target_branch=True to create it at the audited snapshot"
+    )
+
+
+def _publish_in_one_commit(spark: SparkSession, spec: action_specs.PublishSpec) -> tuple[Decision, bool]:
+    """Decide and move in one Iceberg transaction (driver JVM): checked and committed against one base."""
+    transaction = iceberg_table(spark, spec.table).newTransaction()
+    decision = decide(history_of_java_table(spark, spec.table, transaction.table()), spec)
+    if decision.already and not decision.drop:
+        return decision, False
+    manage = transaction.manageSnapshots()
+    if not decision.already:
+        if decision.previous is None:
+            manage.createBranch(spec.target_branch, decision.published)
+        else:
+            manage.replaceBranch(spec.target_branch, decision.published)  # a fast-forward: checked above
+    if decision.drop:
+        manage.removeBranch(spec.branch)
+    try:
+        manage.commit()
+        transaction.commitTransaction()
+    except Exception as error:
+        raise _failed(spec, decision, error) from None
+    return decision, decision.drop
+
+
+def _publish_with_sql(
+    spark: SparkSession, spec: action_specs.PublishSpec, commit_id: str
+) -> tuple[Decision, bool]:
+    """Decide from the metadata tables, then move with SQL statements pinned to the decided snapshot."""
+    table = quote_identifier(spec.table)
+    history = load_history(spark, spec.table)
+    decision = decide(history, spec)
+    pin = marker_name(commit_id)
+    if history.tag(pin) is not None:  # left by an earlier try killed while publishing
+        drop_marker(spark, spec.table, pin)
+    if not decision.already and decision.previous is None:
+        try:  # made at the snapshot itself; fails if someone made the branch meanwhile
+            spark.sql(
+                f"ALTER TABLE {table} CREATE BRANCH {spec.target_branch} AS OF VERSION {decision.published}"
+            )
+        except Exception as error:
+            raise _failed(spec, decision, error) from None
+    elif not decision.already:
+        create_marker(spark, history, pin, decision.published)
+        try:  # fast_forward checks the ancestry against its own base, and moves to the tag: the pin
+            procedure_call(
+                spark, spec.table, "fast_forward", {"branch": f"'{spec.target_branch}'", "to": f"'{pin}'"}
+            )
+        except Exception as error:
+            raise _failed(spec, decision, error) from None
+        finally:
+            drop_marker(spark, spec.table, pin)
+    if not decision.drop:
+        return decision, False
+    head = ref_snapshot_id(spark, spec.table, spec.branch, "BRANCH")
+    if head is not None and head != history.branch(spec.branch):
+        print(
+            f"airflow-iceberg: not dropping branch {spec.branch} of {spec.table}: a commit ({head}) landed "
+            f"on it while publishing {decision.published}",
+            flush=True,
+        )
+        return decision, False
+    spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {spec.branch}")
+    return decision, True
+
+
+def _failed(spec: action_specs.PublishSpec, decision: Decision, error: BaseException) -> PublishError:
+    """The publish's commit failed: most likely a concurrent commit to the table; say so plainly."""
+    reason = iceberg_error_reason(error)
+    if "not an ancestor" in reason:
+        what = (
+            f"{spec.target_branch} moved while publishing (it is no longer an ancestor of "
+            f"{decision.published})"
+        )
+    else:
+        what = f"another commit to the table landed while publishing ({reason})"
+    return PublishError(
+        f"could not publish snapshot {decision.published} of branch {spec.branch!r} of {spec.table} to "
+        f"{spec.target_branch}: {what}. Nothing was changed; retry the task, which checks the branch "
+        "and the target again"
+    )

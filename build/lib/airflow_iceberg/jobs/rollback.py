@@ -1,0 +1,137 @@
+"""Rolling ``main`` back to an earlier snapshot of its history, exactly once across retries.
+
+A rollback makes no snapshot, so a retry cannot find its earlier try by commit id. The first try
+records the snapshot ``main`` is at (the one it rolls back *from*) in a marker tag named from the
+task's commit id (:mod:`.retry_markers`), before it acts. A retry reads the marker and decides:
+
+- the recorded snapshot is no longer in ``main``'s history: the rollback happened (by the earlier
+  try); do nothing more, even when another writer has committed on top since;
+- it still is: the rollback did not happen yet; roll back now.
+
+So a retry never undoes a commit made after its first try rolled back. A timestamp is resolved
+among the ancestors of the recorded snapshot, so every try rolls back to the same snapshot. The
+move is Iceberg's ``rollback_to_snapshot`` procedure, the same SQL in both execution modes; the
+target is checked first (a snapshot of ``main``'s history), so a refusal names the table and the
+snapshots and says what to do, instead of passing on Iceberg's raw text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs.branches import procedure_call
+from airflow_iceberg.jobs.retry_markers import record_snapshot, recorded_snapshot
+from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.table_state import (
+    SnapshotNotFoundError,
+    TableStateError,
+    iceberg_error_reason,
+    require_table,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class RollbackError(TableStateError):
+    """The rollback cannot be done as asked; nothing was changed."""
+
+
+def rollback(
+    spark: SparkSession,
+    spec: action_specs.RollbackSpec,
+    commit_id: str | None = None,
+    reuse_commit: bool = False,
+) -> dict[str, Any]:
+    """Make ``spec``'s snapshot of ``main``'s history current again, once per task instance.
+
+    Returns ``previous_snapshot_id`` (rolled back from), ``current_snapshot_id`` (rolled back
+    to), ``snapshot_id`` (``main`` now) and ``already_rolled_back`` (an earlier try did it).
+    With ``reuse_commit`` (a commit id that a retry keeps), the first try records where ``main``
+    was; without it every try resolves afresh.
+    """
+    table = spec.table
+    require_table(spark, table)
+    history = load_history(spark, table)
+    main = history.branch("main")
+    if main is None:
+        raise SnapshotNotFoundError(f"table {table} has no snapshot on main to roll back; nothing changed")
+    marker_id = commit_id if reuse_commit else None
+    recorded = recorded_snapshot(history, marker_id)
+    rolled_from = recorded if recorded is not None else main
+    target = rollback_target(history, spec, rolled_from)
+    if recorded is None and marker_id and record_snapshot(spark, history, marker_id, main) != main:
+        return rollback(spark, spec, commit_id, reuse_commit)  # a racing try recorded first: follow it
+    result = {
+        "table": table,
+        "procedure": "rollback_to_snapshot",
+        "previous_snapshot_id": rolled_from,
+        "current_snapshot_id": target,
+        "already_rolled_back": False,
+    }
+    if rolled_from == target or not history.is_ancestor(rolled_from, of=main):
+        if recorded is not None:
+            print(
+                f"airflow-iceberg: {table} was already rolled back from snapshot {rolled_from} to {target} "
+                f"by an earlier try of this task; main is at {main}; not rolling back again",
+                flush=True,
+            )
+        return {**result, "snapshot_id": main, "already_rolled_back": recorded is not None}
+    try:
+        procedure_call(spark, table, "rollback_to_snapshot", {"snapshot_id": str(int(target))})
+    except Exception as error:
+        now = load_history(spark, table).branch("main")
+        if now != target:  # e.g. a concurrent change to main; else the commit did land (state unknown)
+            raise RollbackError(
+                f"could not roll back table {table} from snapshot {rolled_from} to {target}: main changed "
+                f"while rolling back ({iceberg_error_reason(error)}); main is at {now}. Nothing was changed "
+                "by this try; retry the task"
+            ) from None
+    return {**result, "snapshot_id": target}
+
+
+def rollback_target(history: TableHistory, spec: action_specs.RollbackSpec, rolled_from: int) -> int:
+    """The snapshot to roll back to: ``spec.snapshot_id``, or the last committed before ``spec.timestamp``.
+
+    Either must be in the history of ``rolled_from`` (``main``'s head the first try saw); a
+    timestamp picks, as Iceberg's ``rollback_to_timestamp`` does, the newest such ancestor
+    committed strictly before it.
+    """
+    if spec.snapshot_id is not None:
+        return _checked_snapshot(history, int(spec.snapshot_id), rolled_from)
+    moment = int(spec.timestamp or 0)
+    ancestors = list(history.ancestors(rolled_from))
+    older = [s for s in ancestors if history.timestamps[s] < moment]
+    if not older:
+        oldest = ancestors[-1]
+        raise RollbackError(
+            f"cannot roll back table {history.table} to timestamp {moment} ({_iso(moment)}): no snapshot "
+            f"of main's history was committed before it (the oldest kept is {oldest}, committed at "
+            f"{_iso(history.timestamps[oldest])}). Nothing changed; give a later timestamp or a snapshot_id"
+        )
+    return max(older, key=lambda s: history.timestamps[s])
+
+
+def _checked_snapshot(history: TableHistory, snapshot_id: int, rolled_from: int) -> int:
+    if not history.has_snapshot(snapshot_id):
+        raise SnapshotNotFoundError(
+            f"cannot roll back table {history.table} to snapshot {snapshot_id}: it is not a snapshot of "
+            "the table (never made, or expired). Nothing changed; the table's snapshots metadata table "
+            "lists the ones it has"
+        )
+    if history.is_ancestor(snapshot_id, of=rolled_from):
+        return snapshot_id
+    holders = [b for b in history.branches() if history.is_ancestor(snapshot_id, of=history.branch(b))]
+    where = f" (it is on branch {', '.join(holders)})" if holders else " (it was rolled back or replaced)"
+    raise RollbackError(
+        f"cannot roll back table {history.table} to snapshot {snapshot_id}: it is not in main's history"
+        f"{where}; main is at {rolled_from}, and a rollback only moves main back to one of its own "
+        f"ancestors. Nothing changed. Roll back to an ancestor of {rolled_from}, or publish the branch "
+        "that holds the snapshot"
+    )
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")

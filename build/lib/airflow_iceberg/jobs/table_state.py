@@ -1,0 +1,283 @@
+"""What a job needs to know about a table before and after it acts: existence, snapshots, refs.
+
+Every question about one table's refs and snapshots (a ref's head, whether a snapshot exists,
+its summary, the snapshot a commit id tagged) is answered from the table's metadata already
+loaded in the driver, through Iceberg's Java API: a metadata-table query would be a Spark job
+(0.3 to 1 s in a fresh JVM) for what the driver already holds. A session with no JVM in this
+process (Spark Connect) asks Iceberg's metadata tables (``<table>.refs``, ``.snapshots``)
+instead. Both work the same on every catalog. The errors are the "table in the wrong state"
+family: the job reports them as one clear line and exits 1, having written nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from airflow_iceberg.jobs import connect, job_spec
+from airflow_iceberg.jobs.job_spec import quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Snapshot-summary counts every write result carries (result key -> Iceberg summary key).
+WRITE_SUMMARY_COUNTS = {
+    "added_records": "added-records",
+    "deleted_records": "deleted-records",
+    "total_records": "total-records",
+    "added_data_files": "added-data-files",
+    "deleted_data_files": "deleted-data-files",
+    "total_data_files": "total-data-files",
+}
+
+
+class TableStateError(RuntimeError):
+    """The table is not in the state the request needs; nothing was written."""
+
+
+class TableNotFoundError(TableStateError):
+    """The table (or a source or sink table) does not exist."""
+
+
+class TableAlreadyExistsError(TableStateError):
+    """``create`` was asked for a table that already exists."""
+
+
+class SnapshotNotFoundError(TableStateError):
+    """A snapshot id, timestamp, branch or tag points at no snapshot of the table."""
+
+
+class SchemaMismatchError(TableStateError):
+    """The source's columns do not fit the table (or the partition spec) and merge_schema cannot help."""
+
+
+def iceberg_error_reason(error: BaseException) -> str:
+    """The first line of what Iceberg said: the Java exception's class and message under py4j, else the text.
+
+    For messages that put Iceberg's words in context (a failed publish or rollback) rather than
+    show them raw.
+    """
+    java = getattr(error, "java_exception", None)
+    text = f"{java.getClass().getSimpleName()}: {java.getMessage()}" if java is not None else str(error)
+    return (text.strip().splitlines() or [""])[0]
+
+
+def metadata_table(table: str, name: str) -> str:
+    """The quoted identifier of one of the table's metadata tables (``snapshots``, ``refs``, ...)."""
+    return f"{quote_identifier(table)}.{name}"
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    return bool(spark.catalog.tableExists(quote_identifier(table)))
+
+
+def require_table(spark: SparkSession, table: str, what: str = "table") -> None:
+    """Fail with the table's name rather than Spark's TABLE_OR_VIEW_NOT_FOUND stack trace."""
+    if not table_exists(spark, table):
+        raise TableNotFoundError(f"{what} {table} does not exist")
+
+
+def check_table_state(spark: SparkSession, table: str, mode: str) -> None:
+    """Fail before any work when the mode needs a table that is missing, or must not find one."""
+    exists = table_exists(spark, table)
+    if mode == "create" and exists:
+        raise TableAlreadyExistsError(
+            f"table {table} already exists; use mode 'create_or_replace' or 'replace' to replace it"
+        )
+    if mode not in ("create", "create_or_replace") and not exists:
+        raise TableNotFoundError(
+            f"table {table} does not exist; create it first (IcebergCreateTableOperator, mode 'create')"
+        )
+
+
+def ensure_namespace(spark: SparkSession, table: str) -> None:
+    """Create the table's namespace if needed, so a first create works on Hive and JDBC catalogs too.
+
+    A table that exists lives in a namespace that exists: then no command runs (the first SQL
+    command of a job costs up to a second in a fresh JVM).
+    """
+    if table_exists(spark, table):
+        return
+    namespace = job_spec.split_identifier(table)[:-1]
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_identifier(namespace)}")
+
+
+def table_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    return {
+        row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {quote_identifier(table)}").collect()
+    }
+
+
+def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    """The id the table's ``main`` branch points at, or None for a table with no snapshot yet."""
+    return ref_snapshot_id(spark, table, "main", "BRANCH")
+
+
+def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> int | None:
+    """The snapshot id of the ref ``name`` of type ``kind`` (``BRANCH`` or ``TAG``), or None."""
+    loaded = driver_table(spark, table)
+    if loaded is None:
+        rows = (
+            spark.table(metadata_table(table, "refs"))
+            .where((F.col("name") == name) & (F.col("type") == kind))
+            .select("snapshot_id")
+            .collect()
+        )
+        return int(rows[0].snapshot_id) if rows else None
+    ref = loaded.refs().get(name)
+    if ref is None or str(ref.type().name()) != kind:
+        return None
+    return int(ref.snapshotId())
+
+
+def snapshot_exists(spark: SparkSession, table: str, snapshot_id: int) -> bool:
+    loaded = driver_table(spark, table)
+    if loaded is None:
+        snapshots = spark.table(metadata_table(table, "snapshots"))
+        return bool(snapshots.where(F.col("snapshot_id") == snapshot_id).limit(1).count())
+    return loaded.snapshot(int(snapshot_id)) is not None
+
+
+def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[str, Any]:
+    """Describe one snapshot: id, parent, operation, commit time and the summary counts."""
+    loaded = driver_table(spark, table)
+    if loaded is not None:
+        snapshot = loaded.snapshot(int(snapshot_id))
+        if snapshot is None:
+            raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
+        return describe_java_snapshot(spark, snapshot)
+    rows = (
+        spark.table(metadata_table(table, "snapshots")).where(F.col("snapshot_id") == snapshot_id).collect()
+    )
+    if not rows:
+        raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
+    return _describe_snapshot(rows[0])
+
+
+def _describe_snapshot(row: Any) -> dict[str, Any]:
+    summary = dict(row.summary or {})
+    described: dict[str, Any] = {
+        "snapshot_id": int(row.snapshot_id),
+        "parent_snapshot_id": int(row.parent_id) if row.parent_id is not None else None,
+        "operation": row.operation,
+        "committed_at": _iso(row.committed_at),
+        "summary": summary,
+    }
+    for name, key in WRITE_SUMMARY_COUNTS.items():
+        described[name] = int(summary[key]) if key in summary else 0
+    return described
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return value.astimezone(timezone.utc).isoformat()
+
+
+def iceberg_table(spark: SparkSession, table: str) -> Any:
+    """The table's Iceberg ``Table`` object (through py4j), refreshed so it shows the catalog's latest state.
+
+    ``Spark3Util.loadIcebergTable`` goes through the same Spark catalog the job writes with (so
+    any catalog type, including the session catalog); its tables are cached, hence the refresh.
+    """
+    loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, quote_identifier(table)
+    )
+    loaded.refresh()
+    return loaded
+
+
+def has_driver_jvm(spark: SparkSession) -> bool:
+    """Tells whether the session's JVM is reachable from here (py4j); a Spark Connect session's is not."""
+    return not connect.is_connect(spark)
+
+
+def driver_table(spark: SparkSession, table: str) -> Any | None:
+    """:func:`iceberg_table`, or None when the session has no JVM in this process (Spark Connect)."""
+    return iceberg_table(spark, table) if has_driver_jvm(spark) else None
+
+
+def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
+    """The snapshot id ``ref`` (a branch, ``main`` by default) points at; None if it has none yet."""
+    if connect.is_connect(spark):  # no py4j: the refs metadata table
+        return connect.ref_head(spark, table, ref)
+    head = iceberg_table(spark, table).snapshot(ref)
+    return int(head.snapshotId()) if head is not None else None
+
+
+#: Ancestors :func:`find_commit` reads one by one through py4j (well under a millisecond each)
+#: before it lets a Spark job find the tagged snapshots of a longer history instead.
+ANCESTOR_WALK_LIMIT = 200
+
+
+def find_commit(spark: SparkSession, table: str, commit_id: str, ref: str = "main") -> dict[str, Any] | None:
+    """The snapshot tagged with ``commit_id`` among ``ref``'s ancestors (its head, parent, ...), if any.
+
+    Only the history of the ref counts: a snapshot that a rollback (or a replace) took out of
+    that history no longer holds its rows, so a task looking for its earlier commit must not
+    find it there, and must write again. The walk reads the table metadata already in the
+    driver, newest first, so the usual cases (a retry's commit near the head, a write's own
+    commit at it) need no Spark job. Past :data:`ANCESTOR_WALK_LIMIT` ancestors, the
+    ``snapshots`` metadata table names the tagged snapshots and Iceberg checks their ancestry.
+    Over Spark Connect (no py4j) the metadata tables answer (:func:`.connect.find_commit`).
+    """
+    if connect.is_connect(spark):
+        found = connect.find_commit(spark, table, commit_id, ref)
+        return snapshot_summary(spark, table, found) if found is not None else None
+    loaded = iceberg_table(spark, table)
+    head = loaded.snapshot(ref)
+    if head is None:
+        return None
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    ancestors = util.ancestorsBetween(loaded, head.snapshotId(), None).iterator()
+    for _ in range(ANCESTOR_WALK_LIMIT):
+        if not ancestors.hasNext():
+            return None
+        snapshot = ancestors.next()
+        if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
+            return describe_java_snapshot(spark, snapshot)
+    if not ancestors.hasNext():
+        return None
+    tagged = (
+        spark.table(metadata_table(table, "snapshots"))
+        .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
+        .orderBy(F.col("committed_at").desc())
+        .select("snapshot_id")
+        .collect()
+    )
+    for row in tagged:
+        if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
+            return describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
+    return None
+
+
+def describe_java_snapshot(spark: SparkSession, snapshot: Any) -> dict[str, Any]:
+    """Describe an Iceberg Java ``Snapshot`` like :func:`snapshot_summary` describes a metadata-table row.
+
+    The snapshot comes over as one JSON text (Iceberg's ``SnapshotParser``, the form metadata.json
+    holds it in) rather than field by field: walking its summary map through py4j costs two
+    round trips per entry.
+    """
+    data = json.loads(spark.sparkContext._jvm.org.apache.iceberg.SnapshotParser.toJson(snapshot))
+    millis = int(data["timestamp-ms"])
+    committed_at = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(
+        microsecond=millis % 1000 * 1000
+    )
+    summary = {str(key): str(value) for key, value in data.get("summary", {}).items()}
+    operation = summary.pop("operation", None)  # metadata.json keeps it among the summary entries
+    parent = data.get("parent-snapshot-id")
+    described: dict[str, Any] = {
+        "snapshot_id": int(data["snapshot-id"]),
+        "parent_snapshot_id": int(parent) if parent is not None else None,
+        "operation": operation,
+        "committed_at": committed_at.isoformat(),
+        "summary": summary,
+    }
+    for name, key in WRITE_SUMMARY_COUNTS.items():
+        described[name] = int(summary[key]) if key in summary else 0
+    return described

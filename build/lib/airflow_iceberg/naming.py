@@ -1,0 +1,224 @@
+"""One normaliser for every name a catalog or a table has: service URIs, storage locations, and
+their OpenLineage dataset names.
+
+The ``iceberg://`` asset URI (:mod:`airflow_iceberg.assets`) and the OpenLineage datasets the
+operators report (:mod:`airflow_iceberg.operators.lineage`) are both built from these functions,
+so one table has one asset URI and one set of OpenLineage names however its connection spells
+it. The rules follow OpenLineage's naming spec (https://openlineage.io/docs/spec/naming) and,
+where the spec says nothing, openlineage-spark (``FilesystemDatasetUtils``, which names the same
+tables when Spark's own OpenLineage listener runs):
+
+- Schemes and host names are lower-cased. S3 and GCS bucket names are kept as written: they are
+  not DNS names to the file system, and S3 buckets made before 2018 may hold upper case.
+- A scheme's default port is made explicit: ``thrift://ms`` is ``thrift://ms:9083``,
+  ``jdbc:postgresql://db/x`` is ``jdbc:postgresql://db:5432/x``. OpenLineage names a service by
+  host *and* port (``hive://{host}:{port}``, ``postgres://{host}:{port}``,
+  ``hdfs://{namenode host}:{namenode port}``), so the port is part of the name whether or not the
+  connection wrote it; dropping default ports instead would leave those names without one.
+  (HDFS treats ``hdfs://nn`` and ``hdfs://nn:8020`` alike, HA nameservices included.)
+- User info, query strings and fragments are dropped: they hold credentials and client options,
+  not what the service is. The one exception is ``abfss://container@account...`` and
+  ``wasbs://container@account...``, where the part before ``@`` is the container.
+- ``s3a://`` and ``s3n://`` are ``s3://``; ``abfs://`` is ``abfss://`` and ``wasb://`` is
+  ``wasbs://`` (the same data without TLS), as OpenLineage names them.
+- A local path is a ``file:`` URI: ``/wh``, ``file:/wh`` and ``file:///wh`` are ``file:///wh``.
+  Trailing slashes are dropped and repeated slashes in a location collapse, as Hadoop's ``Path``
+  collapses them. In a location, ``?`` and ``#`` are part of the path, as they are to Hadoop.
+- A list of URIs of one service is that one service: Hive metastores
+  (``thrift://a:9083,thrift://b:9083``, spaces allowed around the commas) and multi-host JDBC
+  URLs (``jdbc:postgresql://a,b/db``). Each member is normalised, duplicates are dropped, and the
+  rest is sorted and joined with ``,``: the order is the order a client tries them in, not part
+  of which catalog it is.
+
+Pure and light (no Airflow, pyiceberg or pyspark import): Airflow loads it whenever a DAG file
+creates an ``iceberg://`` asset.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Sequence
+
+#: Ports a client uses when a URI names none, by scheme (for JDBC: by driver).
+DEFAULT_PORTS = {
+    "thrift": 9083,
+    "hdfs": 8020,
+    "http": 80,
+    "https": 443,
+    "postgresql": 5432,
+    "mysql": 3306,
+    "mariadb": 3306,
+    "sqlserver": 1433,
+}
+#: Schemes that address the same data as another one, and that one.
+SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfs": "abfss", "wasb": "wasbs"}
+#: Object stores: OpenLineage names their objects without a leading slash (``s3://bucket``, ``wh/t``).
+OBJECT_STORES = ("s3", "gs", "abfss", "wasbs")
+#: Object stores whose ``user@`` part is the container, not a credential.
+CONTAINER_STORES = ("abfss", "wasbs")
+#: Object stores whose host part is a bucket name, kept as written.
+BUCKET_STORES = ("s3", "gs")
+
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
+_LIST_SEPARATOR = re.compile(r"\s*,\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+_SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- services
+
+
+def normalize_uri(uri: str) -> str:
+    """A service URI (or a list of them) reduced to what identifies the service.
+
+    ``jdbc:`` URLs keep their ``jdbc:<driver>:`` prefix; ``;key=value`` properties (SQL Server
+    style) are kept, sorted, except those that carry credentials. ``jdbc:sqlite:`` keeps the
+    database file's path. Raises ``ValueError`` for a port that is not a number.
+    """
+    members = [member for member in _LIST_SEPARATOR.split(uri.strip()) if member]
+    if len(members) > 1:
+        return ",".join(sorted({normalize_uri(member) for member in members}))
+    text = members[0].rstrip(",") if members else ""
+    if text.lower().startswith("jdbc:"):
+        return _normalize_jdbc(text)
+    parts = urllib.parse.urlsplit(text)
+    if not parts.scheme and not parts.netloc:
+        return parts.path.rstrip("/")
+    authority = _authority(parts.scheme, parts.netloc, uri)
+    return _join(parts.scheme, authority, parts.path.rstrip("/"))
+
+
+def _normalize_jdbc(text: str) -> str:
+    driver, _, rest = text[5:].partition(":")
+    driver = driver.lower()
+    if driver == "sqlite":  # a file: jdbc:sqlite:/p, jdbc:sqlite:file:/p and jdbc:sqlite:file:///p are one
+        path = rest.split("?", 1)[0]
+        if path.lower().startswith("file:"):
+            path = _location_parts(path)[2]
+        return f"jdbc:sqlite:{path}"
+    main, *properties = rest.split(";")
+    kept = sorted(p.strip() for p in properties if p.strip() and not _looks_secret(p.split("=", 1)[0]))
+    return ";".join([f"jdbc:{normalize_uri(f'{driver}:{main}')}", *kept])
+
+
+def hive_namespace(uri: str) -> str:
+    """OpenLineage's namespace of a Hive metastore: ``hive://host:port``.
+
+    For a list of metastores, that of the first URI of the canonical (sorted) list.
+    openlineage-spark takes the first one *written*, so it may name a list written in another
+    order after another member.
+    """
+    first = normalize_uri(uri).split(",")[0]
+    return "hive://" + urllib.parse.urlsplit(first).netloc
+
+
+# --------------------------------------------------------------------------- storage locations
+
+
+def normalize_location(location: str) -> str:
+    """A warehouse or table location as a URI: ``/wh``, ``file:/wh`` and ``file:///wh/`` are ``file:///wh``."""
+    scheme, authority, path = _location_parts(location)
+    if not scheme:  # a relative path: nothing to resolve it against
+        return path
+    return _join(scheme, authority, path or ("/" if scheme == "file" else ""))
+
+
+def location_dataset(location: str) -> tuple[str, str]:
+    """OpenLineage (namespace, name) of a storage location, as openlineage-spark names a table's files.
+
+    ``file:///wh/db/t`` → (``file``, ``/wh/db/t``); ``s3a://bucket/wh/t`` → (``s3://bucket``,
+    ``wh/t``); ``hdfs://nn/wh/t`` → (``hdfs://nn:8020``, ``/wh/t``);
+    ``abfss://c@acct.dfs.core.windows.net/wh`` → (``abfss://c@acct.dfs.core.windows.net``, ``wh``).
+    """
+    return _dataset(*_location_parts(location))
+
+
+def table_location_dataset(warehouse: str, parts: Sequence[str]) -> tuple[str, str]:
+    """OpenLineage (namespace, name) of the table ``parts`` (namespace..., table) under a Hadoop warehouse.
+
+    The parts are joined after the warehouse is parsed, so a name may hold ``?``, ``#`` or ``%``.
+    """
+    scheme, authority, path = _location_parts(warehouse)
+    return _dataset(scheme, authority, "/".join([path, *parts]))
+
+
+def catalog_location_dataset(location: str, name: str) -> tuple[str, str]:
+    """OpenLineage (namespace, name) of a table ``name`` in a catalog rooted at ``location``.
+
+    openlineage-spark's symlink of a Hadoop catalog table: ``file:/wh`` and ``db.t`` for a local
+    warehouse ``/wh``, ``s3://bucket/wh`` and ``db.t`` on S3.
+    """
+    scheme, authority, path = _location_parts(location)
+    scheme = scheme or "file"
+    if not authority:  # file:/wh, dbfs:/wh
+        return (f"{scheme}:{path}" if path else scheme), name
+    return f"{scheme}://{authority}{path}", name
+
+
+def _location_parts(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a normalised location; the path has no trailing slash.
+
+    Parsed as Hadoop's ``Path`` parses a location (scheme, ``//authority``, the rest is path),
+    not as a URL: ``?`` and ``#`` are file name characters here.
+    """
+    text = location.strip()
+    match = _SCHEME_RE.match(text)
+    if text.startswith("/") or match is None or len(match.group(1)) == 1:  # a path (or a drive letter)
+        scheme, rest = ("file", text) if text.startswith("/") else ("", text)
+    else:
+        scheme, rest = match.group(1).lower(), match.group(2)
+    scheme = SCHEME_ALIASES.get(scheme, scheme)
+    authority = ""
+    if rest.startswith("//"):
+        netloc, slash, path = rest[2:].partition("/")
+        authority, rest = _authority(scheme, netloc, location), slash + path
+    path = re.sub(r"/{2,}", "/", rest).rstrip("/")
+    return scheme, authority, path
+
+
+def _dataset(scheme: str, authority: str, path: str) -> tuple[str, str]:
+    path = re.sub(r"/{2,}", "/", path).rstrip("/")
+    if not authority:  # a local path (file:/wh, /wh) or a file system without hosts (dbfs:/wh)
+        return scheme or "file", path or "/"
+    namespace = f"{scheme}://{authority}"
+    if scheme in OBJECT_STORES:
+        return namespace, path.lstrip("/") or "/"
+    return namespace, path or "/"
+
+
+# --------------------------------------------------------------------------- authorities
+
+
+def _authority(scheme: str, netloc: str, written: str) -> str:
+    """``host:port`` (or a sorted list of them), with the scheme's default port made explicit."""
+    user, _, hosts = netloc.rpartition("@")
+    members = sorted({_host_port(scheme, host.strip(), written) for host in hosts.split(",") if host.strip()})
+    authority = ",".join(members)
+    return f"{user}@{authority}" if user and scheme in CONTAINER_STORES else authority
+
+
+def _host_port(scheme: str, text: str, written: str) -> str:
+    if text.startswith("["):  # an IPv6 literal
+        host, _, rest = text[1:].partition("]")
+        host, port = f"[{host.lower()}]", rest[1:] if rest.startswith(":") else rest
+    else:
+        host, _, port = text.partition(":")
+        host = host if scheme in BUCKET_STORES else host.lower()
+    if port:
+        if not port.isdigit():
+            raise ValueError(f"the port {port!r} in {written.strip()!r} is not a number")
+        port = str(int(port))
+    elif host and scheme in DEFAULT_PORTS:
+        port = str(DEFAULT_PORTS[scheme])
+    return f"{host}:{port}" if port else host
+
+
+def _join(scheme: str, authority: str, path: str) -> str:
+    scheme = scheme.lower()
+    if authority or scheme in ("file", *OBJECT_STORES, *DEFAULT_PORTS):
+        return f"{scheme}://{authority}{path}"
+    return f"{scheme}:{path}"
+
+
+def _looks_secret(key: str) -> bool:
+    return bool(_SECRET_WORDS.search(key))

@@ -1,0 +1,292 @@
+"""What every airflow-iceberg operator shares: a SparkSubmitOperator that submits our PySpark job.
+
+Subclasses only say *what* to do (a :class:`WriteSpec` or :class:`ReadSpec`); this class does
+the rest in ``execute``: validate the request before any JVM starts, turn the catalog
+connection(s) into Spark settings, run spark-submit through the apache-spark provider (so its
+connection, deploy modes, sizing and kill handling all keep working) or, given a Spark Connect
+connection, run the job in a remote session, and return the job's JSON result as the task's XCom.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, SparkSettings, combined_settings, merge_csv
+from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
+from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
+from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
+from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
+from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
+from airflow_iceberg.operators.lineage import TableLineageMixin
+from airflow_iceberg.operators.rendered import as_list
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
+
+
+class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
+    """Base class: submit the packaged Iceberg job with the catalog's Spark settings.
+
+    Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
+    executor sizing, ``env_vars``, ``packages``, ``jars``, ``conf`` ...) is accepted and passed on.
+    ``conn_id``'s type picks the mode: a ``spark`` connection runs spark-submit; a
+    ``spark_connect`` connection runs the same job in a Spark Connect session from this process
+    (:mod:`airflow_iceberg.operators.connect`), where only ``conf`` of those arguments applies.
+
+    :param table: The Iceberg table, ``namespace.table`` or ``catalog.namespace.table``; nested
+        namespaces as ``catalog.a.b.table``. Without a catalog prefix the connection's catalog is
+        used. A part is bare (``sales-eu``, ``Orders``, ``été``) or in backticks for anything else
+        (``db.`order lines```); the job quotes every part. (templated)
+    :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
+    :param extra_iceberg_conn_ids: More ``iceberg_catalog`` connections to load in the same job,
+        for example to read a source table from another catalog. (templated)
+    :param idempotent: Exactly-once across retries (default True). Each commit is tagged with the
+        task instance (dag, task, run, map index); a retry of a try that committed and then died
+        finds that commit and returns it instead of writing again. Set False to write again when
+        a task instance is cleared and re-run on purpose.
+
+    Set ``writes_table = True`` on a subclass that commits to ``table``: the table becomes an
+    outlet (an asset alias at parse time, the ``iceberg://`` asset and its commit at run time).
+    ``reads_table = True`` makes it an inlet. See :mod:`airflow_iceberg.operators.lineage`.
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "table",
+        "iceberg_conn_id",
+        "extra_iceberg_conn_ids",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        extra_iceberg_conn_ids: Sequence[str] | str = (),
+        name: str = DEFAULT_JOB_NAME,
+        idempotent: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        for reserved in ("application", "application_args"):
+            if reserved in kwargs:
+                raise TypeError(
+                    f"{type(self).__name__} submits its own PySpark job; do not pass {reserved!r}"
+                )
+        super().__init__(name=name, **kwargs)
+        self.table = table
+        self.iceberg_conn_id = iceberg_conn_id
+        self.extra_iceberg_conn_ids = extra_iceberg_conn_ids
+        self.idempotent = idempotent
+        self.declare_table_assets()
+
+    # ------------------------------------------------------------------ what subclasses provide
+
+    def build_spec(self) -> JobSpec:
+        """The job specification for this task, from the (rendered) operator arguments."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared machinery
+
+    @cached_property
+    def catalog_hooks(self) -> list[IcebergCatalogHook]:
+        """One hook per catalog connection: the table's own first, then the extra ones."""
+        extra = as_list(self.extra_iceberg_conn_ids, "extra_iceberg_conn_ids")
+        conn_ids = dict.fromkeys([self.iceberg_conn_id, *extra])
+        return [IcebergCatalogHook(iceberg_conn_id=conn_id) for conn_id in conn_ids]
+
+    def catalog_settings(self) -> SparkSettings:
+        """Spark settings for every catalog this task loads, refusing settings they would fight over."""
+        return combined_settings(hook.catalog_config for hook in self.catalog_hooks)
+
+    def qualify(self, identifier: str, catalog_names: Sequence[str]) -> str:
+        """Prefix the default catalog unless the identifier already starts with a configured one.
+
+        The first part (bare or in backticks) is compared, so ``a.b.t`` with no catalog ``a`` is
+        the table ``t`` in the nested namespace ``a.b`` of the default catalog.
+        """
+        if split_identifier(identifier)[0] in catalog_names:
+            return identifier
+        return f"{catalog_names[0]}.{identifier}"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        spec = self.build_spec().validated()  # bad input fails here, before any JVM starts
+        settings = self.catalog_settings()
+        spec = self.qualify_spec(spec, settings.catalog_names).validated()
+        configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
+        lineage = self.plan_lineage(spec, configs)  # every written table's asset URI, before Spark starts
+        over_connect = is_spark_connect(self._conn_id)
+        if over_connect:
+            refused = connect_refusal(spec)
+            if refused:
+                raise InvalidSpecError(f"{spec.table}: {refused}")
+        with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
+            result_file = os.path.join(workdir, "result.json")
+            request = JobRequest(
+                spec=spec,
+                result_file=result_file,
+                commit_id=self._commit_id(context),
+                commit_properties=_airflow_identity(context),
+                reuse_commit=self.idempotent and context.get("ti") is not None,
+                # Over Spark Connect the secrets go straight from memory to the session.
+                secret_conf_file=None
+                if over_connect
+                else _write_private_json(workdir, "secret-conf.json", settings.secret_conf),
+            )
+            if over_connect:
+                self._run_over_connect(spec, settings, request)
+            else:
+                self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
+                try:
+                    super().execute(context)
+                except Exception as error:
+                    _raise_job_failure(spec, result_file, error)
+                    raise
+            result = _read_result(result_file)
+        if result is None:
+            raise IcebergJobError(
+                f"{spec.table}: the job exited without reporting a result. The result file is written "
+                "by the driver, so it is only available in local and client deploy modes"
+            )
+        self.finish_lineage(context, lineage, spec, result)  # asset events, OpenLineage; never raises
+        self.log_result(result)
+        return result
+
+    def _run_over_connect(self, spec: JobSpec, settings: SparkSettings, request: JobRequest) -> None:
+        """Run the job in a Spark Connect session from this process (no spark-submit)."""
+        job = ConnectJob(self._conn_id, self.log)
+        self._connect_job = job
+        try:
+            code = job.run(settings, request, self.conf)
+        except Exception as error:
+            if job.killed:
+                raise IcebergJobError(
+                    f"{spec.table}: the task was killed; its Spark Connect operations (tag {job.tag}) "
+                    "were interrupted"
+                ) from error
+            _raise_job_failure(spec, str(request.result_file), error)
+            raise
+        finally:
+            self._connect_job = None
+        if code != 0:
+            _raise_job_failure(spec, str(request.result_file), None)
+            raise IcebergJobError(f"{spec.table}: the job failed without reporting why")
+
+    def on_kill(self) -> None:
+        """Interrupt the running job: its Spark Connect operations, or the spark-submit process."""
+        job = getattr(self, "_connect_job", None)
+        if job is not None:
+            job.interrupt()
+            return
+        super().on_kill()
+
+    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> JobSpec:
+        """Return the spec with every table identifier qualified by its catalog.
+
+        This default qualifies ``table``, the only identifier most specs have; specs that name
+        other tables (sources, sinks) override it.
+        """
+        return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
+
+    def _commit_id(self, context: Context) -> str:
+        """The id a commit is tagged with: the same for a retry, new for a cleared (repaired) task.
+
+        ``<dag_id>:<task_id>:<run_id>:<map_index>:<first try>:<run started>``. Airflow keeps the
+        clear generation per task instance: a clear sets ``max_tries = try_number + retries``, a
+        retry changes nothing, so ``max_tries - retries + 1`` is the first try since the last
+        clear (Airflow's own ``get_first_reschedule_date`` reads it the same way). The run's
+        ``start_date`` tells apart a run deleted and created again, or another Airflow's run with
+        the same run_id; a retry's run is the same running DagRun, so it keeps it.
+        ``dag_run.clear_number`` is not used: it counts clears of *any* task of the run, so the
+        retry of one task would look like a repair when a neighbour was cleared.
+        """
+        ti = context.get("ti")
+        if not self.idempotent or ti is None:
+            return uuid.uuid4().hex
+        max_tries = getattr(ti, "max_tries", None)
+        first_try = max_tries - (self.retries or 0) + 1 if isinstance(max_tries, int) else 1
+        run_started = getattr(context.get("dag_run"), "start_date", None)
+        started = run_started.isoformat() if run_started is not None else ""
+        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}:{first_try}:{started}"
+
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        self.log.info("Iceberg job result for %s: %s", result.get("table"), json.dumps(result, default=str))
+
+    def _configure_submit(self, settings: SparkSettings, request: JobRequest, job_archive: str) -> None:
+        """Point SparkSubmitOperator at our job, with the catalog settings merged into the user's.
+
+        The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
+        which is merged so that other extensions (Delta, Sedona ...) keep working. The table's
+        catalog becomes ``spark.sql.defaultCatalog``, so queries can name tables as ``db.table``.
+        ``job_archive`` (the job package as a zip) joins the user's ``py_files``.
+        """
+        user_conf = dict(self.conf or {})
+        # Unqualified names in source queries resolve in the table's own catalog.
+        conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0], **user_conf}
+        conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
+        self.conf = conf
+        self.jars = merge_csv(self.jars, *settings.jars) or None
+        self.packages = merge_csv(self.packages, *settings.packages) or None
+        self.py_files = merge_csv(self.py_files, job_archive)
+        self.application = str(ICEBERG_JOB_PATH)
+        self.application_args = request.to_argv()
+
+
+def _airflow_identity(context: Context) -> dict[str, str]:
+    """Snapshot-summary tags that tie each Iceberg commit to the Airflow task that made it."""
+    ti = context.get("ti")
+    if ti is None:
+        return {}
+    return {
+        "airflow.dag-id": str(ti.dag_id),
+        "airflow.task-id": str(ti.task_id),
+        "airflow.run-id": str(ti.run_id),
+        "airflow.map-index": str(getattr(ti, "map_index", -1)),
+        "airflow.try-number": str(getattr(ti, "try_number", 0)),
+    }
+
+
+def _write_private_json(workdir: str, name: str, values: Mapping[str, str]) -> str | None:
+    """Write ``values`` to a file only this user can read, in the task's private work directory.
+
+    This is how catalog secrets reach the driver: only the file's path is on spark-submit's
+    command line. Not ``env_vars`` (on YARN and Kubernetes the provider turns those into
+    ``--conf spark.*Env.*`` arguments) and not this process's environment (the provider's
+    ``post_submit_commands`` shells and every other child would inherit it). The directory is
+    removed, with the file, when the task's ``execute`` ends.
+    """
+    if not values:
+        return None
+    path = os.path.join(workdir, name)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(dict(values), handle)
+    return path
+
+
+def _raise_job_failure(spec: JobSpec, result_file: str, error: BaseException | None) -> None:
+    """Raise the job's own one-line error (Spark's analysis error, Iceberg's ...) if it reported one."""
+    failure = _read_result(result_file)
+    if failure and failure.get("error"):
+        raise IcebergJobError(f"{spec.table}: {failure['error']}") from error
+
+
+def _read_result(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError as error:
+        raise IcebergJobError(f"the job's result file {path} is not valid JSON: {error}") from error

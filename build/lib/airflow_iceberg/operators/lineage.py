@@ -1,0 +1,353 @@
+"""Assets and OpenLineage for the operators: which tables a task reads and writes, and at what snapshot.
+
+A table's asset URI needs its catalog's identity, which is in the connection, and DAG parsing
+must not look connections up. So at parse time an operator only declares an
+:class:`~airflow.sdk.AssetAlias` per table (``iceberg-table:<conn id>:<table>``, the template
+text for a templated table). At run time, *before* the job starts, every written table's
+``iceberg://`` URI is named from the connections (:meth:`TableLineageMixin.plan_lineage`): a
+connection whose catalog cannot be named fails the task there, while nothing is committed.
+Once the job has committed, that asset is attached to its alias with an event whose extra is the
+commit: snapshot id, operation, counts, commit id. Airflow then triggers every DAG scheduled on
+the asset (or on the alias).
+
+After the commit nothing here fails the task (:meth:`TableLineageMixin.finish_lineage`): the
+table has changed, and a failed task would tell Airflow, and its retries, that it has not. An
+asset event or OpenLineage dataset that cannot be made is logged as a warning that says why and
+what it means.
+
+:class:`TableLineageMixin` is the whole mechanism; an operator opts in with the class
+attributes ``writes_table`` (its ``table`` is an outlet) and ``reads_table`` (an inlet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow_iceberg.assets import catalog_symlink, parse_uri, split_table, table_asset_uri
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.naming import location_dataset
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+    from airflow_iceberg.catalog.config import CatalogConfig
+
+ALIAS_PREFIX = "iceberg-table"
+#: Keys of a commit result copied into the asset event's extra.
+EVENT_KEYS = (
+    "snapshot_id",
+    "parent_snapshot_id",
+    "operation",
+    "committed_at",
+    "added_records",
+    "deleted_records",
+    "total_records",
+    "added_data_files",
+    "deleted_data_files",
+    "total_data_files",
+    "reused_earlier_commit",
+)
+#: What the log says when a commit's asset event could not be added (table, reason, snapshot,
+#: asset URI, alias, extra): the commit stands, the DAGs scheduled on the asset do not run.
+SKIPPED_EVENT_WARNING = (
+    "No asset event for %s: %s. Snapshot %s is committed and stays committed, but DAGs scheduled "
+    "on %s (or on the alias %s) are not triggered by it, and the asset's history does not show "
+    "it. To trigger them, create the event by hand (the asset's page in the UI, or "
+    "POST /api/v2/assets/events) with this extra: %s"
+)
+
+
+def table_alias_name(iceberg_conn_id: str, table: str) -> str:
+    """The alias an operator declares for ``table`` of the catalog behind ``iceberg_conn_id``."""
+    return f"{ALIAS_PREFIX}:{iceberg_conn_id}:{table}"
+
+
+def event_extra(table: str, commit: Mapping[str, Any]) -> dict[str, Any]:
+    """The asset event's extra for one commit: what it committed, and the id that tags it."""
+    extra = {key: commit[key] for key in EVENT_KEYS if commit.get(key) is not None}
+    extra["table"] = table
+    commit_id = (commit.get("summary") or {}).get(COMMIT_ID_PROPERTY)
+    if commit_id:
+        extra["commit_id"] = commit_id
+    return extra
+
+
+def committed_ref(commit: Mapping[str, Any]) -> str:
+    """The branch a result's commit landed on: a publish's target, a branch write's branch, else ``main``."""
+    return str(commit.get("target_branch") or commit.get("branch") or "main")
+
+
+def table_asset_uri_in(table: str, configs: Mapping[str, CatalogConfig]) -> str:
+    """The ``iceberg://`` URI of a table qualified by one of ``configs``' catalogs (else the first's)."""
+    catalog, _ = split_table(table, list(configs))
+    config = configs[catalog] if catalog else next(iter(configs.values()))
+    return table_asset_uri(config, table)
+
+
+@dataclass(frozen=True)
+class WrittenTable:
+    """A declared outlet alias, the qualified table it stands for in this run, and that table's URI.
+
+    ``table`` and ``uri`` are None when an optional table (a templated ``sink_table``) rendered empty.
+    """
+
+    alias: str
+    table: str | None
+    uri: str | None
+
+
+@dataclass(frozen=True)
+class LineagePlan:
+    """Every asset URI a task needs, named from its connections before its job runs.
+
+    ``written`` follows the declared outlet aliases. ``uris`` has every table the task names
+    (written, read, source) for the OpenLineage symlinks; a table that is only read and whose
+    catalog cannot be named is missing from it, and its dataset then carries no symlink.
+    """
+
+    written: tuple[WrittenTable, ...] = ()
+    uris: Mapping[str, str] = field(default_factory=dict)
+
+
+class TableLineageMixin:
+    """Declare a task's tables as asset aliases; at run time emit their assets and OpenLineage facets.
+
+    The host operator provides ``table``, ``iceberg_conn_id`` and ``inlets``/``outlets``; it calls
+    :meth:`declare_table_assets` at the end of ``__init__``, :meth:`plan_lineage` before the job
+    runs (with its catalogs by Spark catalog name) and :meth:`finish_lineage` after a successful
+    job. Subclasses that write more tables call :meth:`declare_written_table` and override
+    :meth:`written_commits` and :meth:`written_table_names` to match.
+    """
+
+    #: The task's ``table`` is written: declare it as an outlet and emit an asset event per commit.
+    writes_table: ClassVar[bool] = False
+    #: The task's ``table`` is read: declare it as an inlet.
+    reads_table: ClassVar[bool] = False
+
+    table: str
+    iceberg_conn_id: str
+    inlets: list[Any]
+    outlets: list[Any]
+
+    def declare_table_assets(self) -> None:
+        """Add the parse-time aliases to ``inlets`` / ``outlets`` (no connection is looked up).
+
+        The alias names are kept in ``table_alias_names``: at run time ``table`` and
+        ``iceberg_conn_id`` are rendered, while the aliases keep the names they were declared with.
+        """
+        from airflow.sdk import AssetAlias
+
+        if self.reads_table:
+            self.inlets = [*self.inlets, AssetAlias(table_alias_name(self.iceberg_conn_id, self.table))]
+        self.table_alias_names = [table_alias_name(self.iceberg_conn_id, t) for t in self.written_tables()]
+        self.outlets = [*self.outlets, *(AssetAlias(name) for name in self.table_alias_names)]
+
+    def written_tables(self) -> list[str]:
+        """The tables this task commits to, as given (maybe templates); see :meth:`declare_written_table`."""
+        return [self.table] if self.writes_table else []
+
+    def declare_written_table(self, table: str) -> None:
+        """Declare one more table this task commits to, e.g. a read's sink table."""
+        from airflow.sdk import AssetAlias
+
+        name = table_alias_name(self.iceberg_conn_id, table)
+        self.table_alias_names = [*self.table_alias_names, name]
+        self.outlets = [*self.outlets, AssetAlias(name)]
+
+    def written_commits(self, result: Mapping[str, Any]) -> list[Mapping[str, Any] | None]:
+        """The commit in the job's result for each of :meth:`written_tables`, in the same order."""
+        return [result] if self.writes_table else []
+
+    def written_table_names(self, spec: Any) -> list[str | None]:
+        """The qualified table behind each of :meth:`written_tables`, from the (rendered) job spec."""
+        return [spec.table] if self.writes_table else []
+
+    def read_table_names(self, spec: Any) -> list[str]:
+        """The qualified tables the job reads: a read's table, and a write's or merge's source table."""
+        source = getattr(getattr(spec, "source", None), "table", None)
+        return [*([spec.table] if self.reads_table else []), *([source] if source else [])]
+
+    # ------------------------------------------------------------------ run time
+
+    def plan_lineage(self, spec: Any, configs: Mapping[str, CatalogConfig]) -> LineagePlan:
+        """Name each written table's asset before the job runs, so that a failure here changes nothing.
+
+        A table's URI is a function of its connection and its name alone. A written table whose
+        catalog cannot be named raises :class:`InvalidCatalogConfigError` naming the connection
+        field; a table that is only read loses its OpenLineage symlink instead, with a warning.
+        """
+        written, uris = [], {}
+        for alias, table in zip(self.table_alias_names, self.written_table_names(spec), strict=False):
+            uri = None
+            if table:
+                try:
+                    uri = uris[table] = table_asset_uri_in(table, configs)
+                except ValueError as error:  # InvalidCatalogConfigError is one
+                    raise InvalidCatalogConfigError(
+                        f"{table}: cannot name its asset, so nothing was run: {error}"
+                    ) from error
+            written.append(WrittenTable(alias=alias, table=table, uri=uri))
+        for table in self.read_table_names(spec):
+            if table not in uris:
+                try:
+                    uris[table] = table_asset_uri_in(table, configs)
+                except ValueError as error:
+                    self.log.warning("No OpenLineage symlink for %s: %s", table, error)  # type: ignore[attr-defined]
+        return LineagePlan(written=tuple(written), uris=uris)
+
+    def emit_table_events(self, context: Context, result: Mapping[str, Any], plan: LineagePlan) -> None:
+        """Attach each committed table's asset, with the commit as extra, to its declared alias.
+
+        A table whose event cannot be added is logged (:data:`SKIPPED_EVENT_WARNING`), and the
+        other tables still get theirs.
+        """
+        from airflow.sdk import Asset, AssetAlias
+
+        outlet_events = context.get("outlet_events")
+        if outlet_events is None:
+            return
+        for written, commit in zip(plan.written, self.written_commits(result), strict=False):
+            if not commit or commit.get("snapshot_id") is None or committed_ref(commit) != "main":
+                continue  # nothing committed, or committed to an audit branch: readers of main see no change
+            table = str(commit.get("table") or written.table)
+            extra = event_extra(table, commit)
+            try:
+                if written.uri is None:
+                    raise ValueError("no asset URI was named for it before the job ran")
+                asset = Asset(name=written.uri, uri=written.uri)
+                outlet_events[AssetAlias(written.alias)].add(asset, extra=extra)
+            except Exception as error:
+                self.log.warning(  # type: ignore[attr-defined]
+                    SKIPPED_EVENT_WARNING,
+                    table,
+                    _reason(error),
+                    commit.get("snapshot_id"),
+                    written.uri or "the table's asset",
+                    written.alias,
+                    extra,
+                )
+                continue
+            self.log.info("Asset event for %s: %s (alias %s)", table, written.uri, written.alias)  # type: ignore[attr-defined]
+
+    def finish_lineage(self, context: Context, plan: LineagePlan, spec: Any, result: dict[str, Any]) -> None:
+        """After a successful job: emit asset events and keep the OpenLineage datasets. Never raises.
+
+        Pops the job's ``lineage`` description from ``result`` (it is not part of the XCom). The
+        job has committed by now, so an error here is a warning: failing the task would make
+        Airflow, and a retry, take a changed table for an unchanged one.
+        """
+        described = result.pop("lineage", None) or {}
+        try:
+            self.emit_table_events(context, result, plan)
+        except Exception as error:
+            self.log.warning(  # type: ignore[attr-defined]
+                "No asset events for this task's commits: %s. The commits stay, but DAGs scheduled on "
+                "their tables' assets are not triggered by them",
+                _reason(error),
+                exc_info=True,
+            )
+        try:
+            read_version = result.get("snapshot_id") if self.reads_table else None  # a read's snapshot
+            inputs = [
+                (table, read_version if index == 0 else None)
+                for index, table in enumerate(self.read_table_names(spec))
+            ]
+            outputs = [
+                (str(commit["table"]), commit.get("snapshot_id"))
+                for commit in self.written_commits(result)
+                if commit and commit.get("table")
+            ]
+            self.record_lineage(described, inputs, outputs, plan.uris)
+        except Exception as error:
+            self.log.warning(  # type: ignore[attr-defined]
+                "No OpenLineage datasets for this task: %s. Its OpenLineage events name no tables; "
+                "the commits and their asset events are not affected",
+                _reason(error),
+                exc_info=True,
+            )
+
+    # ------------------------------------------------------------------ OpenLineage
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage inputs and outputs, named by table location as openlineage-spark names them.
+
+        Each dataset carries a ``symlinks`` facet with the catalog's identity, a ``schema`` facet
+        and, as its version, the snapshot id read or committed.
+        """
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        inputs, outputs = getattr(self, "_lineage_datasets", ([], []))
+        return OperatorLineage(inputs=list(inputs), outputs=list(outputs))
+
+    def record_lineage(
+        self,
+        described: Mapping[str, Mapping[str, Any]],
+        inputs: Sequence[tuple[str, int | None]],
+        outputs: Sequence[tuple[str, int | None]],
+        uris: Mapping[str, str],
+    ) -> None:
+        """Remember the OpenLineage datasets of this run for ``get_openlineage_facets_on_complete``."""
+        try:
+            from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
+        except ImportError:  # OpenLineage provider not installed: nothing to report
+            return
+        self._lineage_datasets = (
+            [
+                InputDataset(**ol)
+                for t, v in inputs
+                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
+            ],
+            [
+                OutputDataset(**ol)
+                for t, v in outputs
+                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
+            ],
+        )
+
+
+def openlineage_dataset(
+    description: Mapping[str, Any] | None, snapshot_id: int | None, asset_uri: str | None
+) -> dict[str, Any] | None:
+    """``namespace``, ``name`` and ``facets`` of one table for an OpenLineage dataset.
+
+    The dataset is named by the table's storage location (from the job's ``description``); its
+    ``symlinks`` facet names it by its catalog, from its asset URI, when it has one.
+    """
+    if not description or not description.get("location"):
+        return None
+    from airflow.providers.common.compat.openlineage.facet import (
+        Identifier,
+        SchemaDatasetFacet,
+        SchemaDatasetFacetFields,
+        SymlinksDatasetFacet,
+    )
+    from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
+
+    namespace, name = location_dataset(str(description["location"]))
+    facets: dict[str, Any] = {
+        "schema": SchemaDatasetFacet(
+            fields=[
+                SchemaDatasetFacetFields(name=f["name"], type=f["type"])
+                for f in description.get("schema", [])
+            ]
+        ),
+    }
+    if asset_uri:
+        symlink_namespace, symlink_name = catalog_symlink(*parse_uri(asset_uri))
+        facets["symlinks"] = SymlinksDatasetFacet(
+            identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
+        )
+    version = snapshot_id if snapshot_id is not None else description.get("snapshot_id")
+    if version is not None:
+        facets["version"] = DatasetVersionDatasetFacet(datasetVersion=str(version))
+    return {"namespace": namespace, "name": name, "facets": facets}
+
+
+def _reason(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+__all__ = ["LineagePlan", "TableLineageMixin", "WrittenTable", "event_extra", "table_alias_name"]

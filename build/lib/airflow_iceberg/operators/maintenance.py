@@ -1,0 +1,228 @@
+"""Table upkeep through the same spark-submit path as the reads and writes.
+
+Iceberg tables written every day keep every snapshot and accumulate small files until someone
+expires and compacts them. These operators run Iceberg's Spark procedures (``expire_snapshots``,
+``rewrite_data_files``, ``rewrite_manifests``, ``rewrite_position_delete_files``,
+``rollback_to_*``) and the orphan-file action; each XCom says what was done: the procedure's
+counts (files rewritten, added, removed, bytes) and ``main``'s snapshot before and after.
+
+None of them rewrites rows, so none needs the commit id to stay exactly-once: a retry of a
+compaction compacts what is left, a retry of an expiry expires nothing more. A rollback does use
+it: its first try records where ``main`` was, so a retry never rolls back a later commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_iceberg.jobs.action_specs import (
+    ExpireSnapshotsSpec,
+    RewriteDataFilesSpec,
+    RewriteManifestsSpec,
+    RewritePositionDeletesSpec,
+    RollbackSpec,
+)
+from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
+from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.rendered import as_dict, as_int
+from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
+
+
+class _UpkeepOperator(IcebergSparkSubmitOperator):
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        counts = {k: v for k, v in result.items() if k.endswith(("_count", "_snapshot_id"))}
+        self.log.info("%s on %s: %s", result.get("procedure"), result.get("table"), counts)
+
+
+class IcebergRemoveOrphanFilesOperator(IcebergSparkSubmitOperator):
+    """Find, and with ``dry_run=False`` delete, files under a table that no snapshot references.
+
+    A write killed before its commit leaves data files nobody reads. By default this only
+    reports them (XCom ``orphan_file_count`` and up to 1000 ``orphan_files``) and deletes
+    nothing; set ``dry_run=False`` to delete them.
+
+    Files younger than 24 hours are never touched unless you opt in: a younger file may belong to
+    a write that has not committed yet, and deleting it breaks that write. An ``older_than`` less
+    than 24 hours ago fails before Spark starts unless ``allow_recent_files=True``.
+
+    :param older_than: Only files last modified before this: epoch ms, ISO-8601 or a datetime.
+        Default: Iceberg's, three days ago. (templated)
+    :param dry_run: Report only (default True). False deletes the files found.
+    :param allow_recent_files: Accept an ``older_than`` under 24 hours ago (default False). Only
+        when no write to the table can be running, e.g. right after a known-dead write.
+    """
+
+    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "older_than")
+
+    def __init__(
+        self, *, older_than: Any = None, dry_run: bool = True, allow_recent_files: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.older_than = older_than
+        self.dry_run = dry_run
+        self.allow_recent_files = allow_recent_files
+
+    def build_spec(self) -> OrphanFilesSpec:
+        return OrphanFilesSpec(
+            table=self.table,
+            older_than=to_epoch_millis(self.older_than, "older_than"),
+            dry_run=self.dry_run,
+            allow_recent_files=self.allow_recent_files,
+        )
+
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        verb = "found (dry run, nothing deleted)" if result.get("dry_run") else "removed"
+        self.log.info(
+            "%s orphan files %s under %s", result.get("orphan_file_count"), verb, result.get("table")
+        )
+
+
+class IcebergExpireSnapshotsOperator(_UpkeepOperator):
+    """Expire old snapshots (``expire_snapshots``) and delete the files only they referenced.
+
+    Snapshots a branch or tag references are kept. Time travel to an expired snapshot stops
+    working, and so does the exactly-once lookup of a commit that was expired.
+
+    XCom: ``expired_snapshots_count``, ``deleted_data_files_count``,
+    ``deleted_position_delete_files_count``, ``deleted_manifest_files_count``,
+    ``deleted_manifest_lists_count`` ...
+
+    :param older_than: Expire snapshots older than this: epoch ms, ISO-8601 or a datetime, e.g.
+        ``"{{ macros.ds_add(ds, -7) }}"``. Default: Iceberg's, five days ago. (templated)
+    :param retain_last: Keep at least this many of the newest snapshots whatever their age. (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkSubmitOperator.template_fields,
+        "older_than",
+        "retain_last",
+    )
+
+    def __init__(self, *, older_than: Any = None, retain_last: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.older_than = older_than
+        self.retain_last = retain_last
+
+    def build_spec(self) -> ExpireSnapshotsSpec:
+        return ExpireSnapshotsSpec(
+            table=self.table,
+            older_than=to_epoch_millis(self.older_than, "older_than"),
+            retain_last=as_int(self.retain_last, "retain_last"),
+        )
+
+
+class IcebergRewriteDataFilesOperator(_UpkeepOperator):
+    """Compact small data files (``rewrite_data_files``): rows unchanged, fewer and larger files.
+
+    XCom: ``rewritten_data_files_count``, ``added_data_files_count``, ``rewritten_bytes_count``,
+    ``failed_data_files_count``, ``removed_delete_files_count``.
+
+    :param strategy: ``binpack`` (default) or ``sort``.
+    :param sort_order: For ``sort``: ``"col [ASC|DESC] [NULLS FIRST|LAST], ..."`` or
+        ``"zorder(c1, c2)"``; default the table's sort order. (templated)
+    :param where: Only files that may hold rows matching this expression, e.g. yesterday's
+        partition ``"day = DATE'{{ macros.ds_add(ds, -1) }}'"``. (templated)
+    :param options: Iceberg rewrite options: ``target-file-size-bytes``, ``min-input-files``,
+        ``min-file-size-bytes``, ``max-file-size-bytes``, ``partial-progress.enabled``,
+        ``rewrite-all`` ... (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkSubmitOperator.template_fields,
+        "sort_order",
+        "where",
+        "options",
+    )
+
+    def __init__(
+        self,
+        *,
+        strategy: str = "binpack",
+        sort_order: str | None = None,
+        where: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.strategy = strategy
+        self.sort_order = sort_order
+        self.where = where
+        self.options = options
+
+    def build_spec(self) -> RewriteDataFilesSpec:
+        return RewriteDataFilesSpec(
+            table=self.table,
+            strategy=self.strategy,
+            sort_order=self.sort_order or None,
+            where=self.where or None,
+            options=as_dict(self.options, "options"),
+        )
+
+
+class IcebergRewriteManifestsOperator(_UpkeepOperator):
+    """Regroup manifests (``rewrite_manifests``) so scan planning reads fewer of them.
+
+    XCom: ``rewritten_manifests_count``, ``added_manifests_count``.
+    """
+
+    def build_spec(self) -> RewriteManifestsSpec:
+        return RewriteManifestsSpec(table=self.table)
+
+
+class IcebergRewritePositionDeleteFilesOperator(_UpkeepOperator):
+    """Compact the position delete files merge-on-read leaves (``rewrite_position_delete_files``).
+
+    XCom: ``rewritten_delete_files_count``, ``added_delete_files_count``, ``rewritten_bytes_count``,
+    ``added_bytes_count``.
+
+    :param where: Only delete files of partitions matching this expression. (templated)
+    :param options: Iceberg options such as ``rewrite-all``, ``min-input-files``. (templated)
+    """
+
+    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "where", "options")
+
+    def __init__(self, *, where: str | None = None, options: Mapping[str, Any] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.where = where
+        self.options = options
+
+    def build_spec(self) -> RewritePositionDeletesSpec:
+        return RewritePositionDeletesSpec(
+            table=self.table, where=self.where or None, options=as_dict(self.options, "options")
+        )
+
+
+class IcebergRollbackOperator(_UpkeepOperator):
+    """Make an earlier snapshot of ``main``'s history current again (``rollback_to_snapshot``).
+
+    Give exactly one of ``snapshot_id`` and ``timestamp``. A timestamp rolls back to the last
+    snapshot of ``main``'s history committed *before* it. A snapshot that is not in ``main``'s
+    history is refused before anything changes, naming where it is.
+
+    Exactly once across retries (``idempotent=True``, the default): before it acts, the first
+    try records the snapshot ``main`` is at in a marker tag
+    ``airflow_iceberg_pin_<hash of the commit id>`` (kept a week for the retries). A retry that
+    finds that snapshot gone from ``main``'s history knows the rollback happened and changes
+    nothing (``"already_rolled_back": true``), so it never undoes a commit another writer made
+    after the rollback. XCom: ``previous_snapshot_id`` (rolled back from),
+    ``current_snapshot_id`` (rolled back to), ``snapshot_id`` (``main`` now), ``already_rolled_back``.
+
+    :param snapshot_id: The snapshot, e.g. from an upstream XCom:
+        ``"{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}"``. (templated)
+    :param timestamp: Epoch ms, ISO-8601 or a datetime. (templated)
+    """
+
+    template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "snapshot_id", "timestamp")
+
+    def __init__(self, *, snapshot_id: Any = None, timestamp: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.snapshot_id = snapshot_id
+        self.timestamp = timestamp
+
+    def build_spec(self) -> RollbackSpec:
+        return RollbackSpec(
+            table=self.table,
+            snapshot_id=to_snapshot_id(self.snapshot_id),
+            timestamp=to_epoch_millis(self.timestamp, "timestamp"),
+        )

@@ -1,0 +1,205 @@
+"""Fire when an Iceberg table gains a new snapshot, whoever wrote it: a deferrable sensor's trigger
+and an ``AssetWatcher`` event trigger.
+
+It polls the table's metadata through pyiceberg (no Spark), from the ``iceberg_catalog``
+connection: REST, Hive, Glue, JDBC (SQLite / PostgreSQL) and Hadoop catalogs. Blocking catalog
+calls run in a worker thread, so the triggerer's event loop never waits on them.
+
+A catalog that is down for a while (connection refused, timeouts, HTTP 5xx) does not end the
+wait: the failed poll is logged and retried with exponential backoff, up to ``poll_retries``
+failures in a row. A configuration error (a wrong connection, refused credentials) fails at
+once, since waiting would not fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
+
+DEFAULT_POLL_INTERVAL = 60.0
+#: Failed polls in a row that the trigger waits out before it gives up.
+DEFAULT_POLL_RETRIES = 10
+#: The longest wait between two retries of a failed poll (unless the poll interval is longer).
+MAX_RETRY_DELAY = 300.0
+
+
+def _operations(operation: str | Sequence[str] | None) -> tuple[str, ...]:
+    if not operation:
+        return ()
+    return (operation,) if isinstance(operation, str) else tuple(operation)
+
+
+def retry_delay(poll_interval: float, failures: int) -> float:
+    """Seconds before retrying after ``failures`` failed polls in a row: the interval, doubled each time.
+
+    Capped at :data:`MAX_RETRY_DELAY` (or the poll interval, if that is longer), so a catalog
+    that comes back is noticed soon.
+    """
+    return min(poll_interval * 2 ** (failures - 1), max(poll_interval, MAX_RETRY_DELAY))
+
+
+class IcebergSnapshotTrigger(BaseEventTrigger):
+    """Yield one event, the newest matching snapshot, once the table has one after the baseline.
+
+    The event's payload describes that snapshot (``snapshot_id``, ``operation``, ``summary`` ...)
+    and lists, in ``matching_snapshot_ids``, every matching snapshot since the baseline, oldest
+    first, for when several commits land between two polls.
+
+    :param table: ``namespace.table`` (or ``catalog.namespace.table``).
+    :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
+    :param after_snapshot_id: Only snapshots committed after this one count. ``None``: the head
+        when the trigger starts (for an ``AssetWatcher``: each time it starts watching), or, with
+        ``baseline_at_start=False``, every snapshot (the table's first one fires).
+    :param baseline_at_start: See ``after_snapshot_id``. Default True.
+    :param operation: Only snapshots with this operation (or one of these): ``append``,
+        ``overwrite``, ``delete``, ``replace``.
+    :param summary: Only snapshots whose summary has all these entries, e.g.
+        ``{"airflow.dag-id": "load_orders"}`` or a writer's own ``snapshot-property``.
+    :param branch: Watch this branch's head instead of the main one.
+    :param poll_interval: Seconds between two reads of the table's metadata.
+    :param poll_retries: How many polls in a row may fail for a transient reason (the catalog
+        unreachable, timing out, answering 5xx or 429) before the trigger gives up. Each failure
+        is logged; the retries wait ``poll_interval``, then twice as long each time, up to
+        5 minutes. Default 10 (about 40 minutes of outage at the default interval).
+    :param error_event: What giving up does. False (default): raise the last error, which fails
+        the trigger (an ``AssetWatcher``'s trigger must not yield anything but commits: each of
+        its events becomes an asset event). True: yield ``{"status": "error", "table", "message",
+        "failed_polls", "after_snapshot_id"}``, which :class:`IcebergSnapshotSensor` turns into a
+        task failure that says what happened.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        after_snapshot_id: int | None = None,
+        operation: str | Sequence[str] | None = None,
+        summary: Mapping[str, str] | None = None,
+        branch: str | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        baseline_at_start: bool = True,
+        poll_retries: int = DEFAULT_POLL_RETRIES,
+        error_event: bool = False,
+    ) -> None:
+        super().__init__()
+        self.table = table
+        self.iceberg_conn_id = iceberg_conn_id
+        self.after_snapshot_id = int(after_snapshot_id) if after_snapshot_id is not None else None
+        self.operation = list(_operations(operation))
+        self.summary = dict(summary or {})
+        self.branch = branch
+        self.poll_interval = float(poll_interval)
+        self.baseline_at_start = bool(baseline_at_start)
+        self.poll_retries = int(poll_retries)
+        self.error_event = bool(error_event)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table": self.table,
+                "iceberg_conn_id": self.iceberg_conn_id,
+                "after_snapshot_id": self.after_snapshot_id,
+                "operation": self.operation,
+                "summary": self.summary,
+                "branch": self.branch,
+                "poll_interval": self.poll_interval,
+                "baseline_at_start": self.baseline_at_start,
+                "poll_retries": self.poll_retries,
+                "error_event": self.error_event,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_iceberg.catalog.config import config_from_connection
+        from airflow_iceberg.catalog.pyiceberg_tables import is_transient_error
+
+        connection = await IcebergCatalogHook.aget_connection(self.iceberg_conn_id)
+        config = config_from_connection(connection)
+        baseline = self.after_snapshot_id
+        started = baseline is not None or not self.baseline_at_start
+        failures = 0
+        while True:
+            try:
+                head, found = await asyncio.to_thread(self.poll, config, baseline)
+            except Exception as error:
+                if not is_transient_error(error):
+                    raise  # a configuration error: waiting would not fix it
+                failures += 1
+                if failures > self.poll_retries:
+                    message = (
+                        f"gave up waiting for a snapshot of {self.table}: the catalog failed "
+                        f"{failures} polls in a row, the last with {type(error).__name__}: {error}"
+                    )
+                    self.log.error("%s", message)
+                    if not self.error_event:
+                        raise
+                    yield TriggerEvent(self.error_payload(message, failures, baseline))
+                    return
+                delay = retry_delay(self.poll_interval, failures)
+                self.log.warning(
+                    "Polling %s failed (%s: %s); retry %d of %d in %.1f s",
+                    self.table,
+                    type(error).__name__,
+                    error,
+                    failures,
+                    self.poll_retries,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                continue
+            if failures:
+                self.log.info("%s can be read again after %d failed polls", self.table, failures)
+                failures = 0
+            if not started:  # the first look only fixes the baseline
+                baseline, started = head, True
+            elif found is not None:
+                self.log.info(
+                    "%s has a new snapshot %s (%s)", self.table, found["snapshot_id"], found["operation"]
+                )
+                yield TriggerEvent({"status": "success", **found})
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    def error_payload(self, message: str, failures: int, baseline: int | None) -> dict[str, Any]:
+        """The event of a trigger that gave up (``error_event=True``): what, why, and since when."""
+        return {
+            "status": "error",
+            "table": self.table,
+            "message": message,
+            "failed_polls": failures,
+            "after_snapshot_id": baseline,
+        }
+
+    def poll(self, config: Any, baseline: int | None) -> tuple[int | None, dict[str, Any] | None]:
+        """The head snapshot id, and the newest snapshot after ``baseline`` that passes the filters.
+
+        A table that does not exist (yet) has no head and no new snapshot. Catalog errors are raised.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from airflow_iceberg.catalog.pyiceberg_tables import (
+            describe_snapshot,
+            head_snapshot_id,
+            load_table,
+            matches,
+            snapshots_after,
+        )
+
+        try:
+            table = load_table(config, self.table)
+        except NoSuchTableError:
+            return None, None
+        head = head_snapshot_id(table, self.branch)
+        described = [describe_snapshot(self.table, s) for s in snapshots_after(table, baseline, self.branch)]
+        found = [d for d in described if matches(d, tuple(self.operation), self.summary)]
+        if not found:
+            return head, None
+        # one event per poll: the newest match, naming every match since the baseline
+        return head, {**found[-1], "matching_snapshot_ids": [d["snapshot_id"] for d in found]}
