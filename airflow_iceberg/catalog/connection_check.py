@@ -64,7 +64,7 @@ def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     try:
         found = run_with_deadline(probe.run, DEADLINE_SECONDS)
     except ImportError as error:
-        extra = "pip install 'airflow-iceberg[catalog-check]'"
+        extra = "pip install '.[catalog-check]' in the airflow-iceberg checkout"
         return False, f"{prefix}: {probe.what} needs the {error.name} package: {extra}"
     except Exception as error:  # the UI wants a sentence, not a traceback
         return False, f"{prefix}: {probe.what} failed: {summarize(error)}"

@@ -260,7 +260,7 @@ def test_a_missing_client_library_says_which_extra_to_install(monkeypatch):
     assert (ok, message) == (
         False,
         "jdbc catalog 'cat': SELECT 1 on PostgreSQL database db:5432/cat needs the psycopg2 package: "
-        "pip install 'airflow-iceberg[catalog-check]'",
+        "pip install '.[catalog-check]' in the airflow-iceberg checkout",
     )
 
 
