@@ -108,7 +108,7 @@ class CatalogConfig:
             not (self.catalog_type and self.catalog_impl),
             "catalog_type",
             f"is {self.catalog_type!r} but catalog_impl is also set ({self.catalog_impl!r}); "
-            "set catalog_type to custom to use the catalog_impl class",
+            "set Catalog type to custom to use the Catalog impl class",
         )
         _check(
             self.catalog_type or self.catalog_impl,
@@ -209,14 +209,14 @@ class CatalogConfig:
                 login_key,
                 "login",
                 f"a {self.kind} catalog has no standard property for a login; "
-                "set login_property in the connection extras to the property it should fill",
+                "set 'Login goes to' (login_property) to the property it should fill",
             )
         if self.password:
             _check(
                 password_key,
                 "password",
                 f"a {self.kind} catalog has no standard property for a password; "
-                "set password_property in the connection extras to the property it should fill",
+                "set 'Password goes to' (pass_property) to the property it should fill",
             )
 
     def secret_keys(self) -> frozenset[str]:

@@ -11,32 +11,61 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
 @pytest.mark.parametrize(
     ("extra", "fields", "message"),
     [
-        ({"catalog_type": "delta"}, {}, r"'catalog_type': 'delta' is not one of hadoop, hive"),
-        ({"catalog_type": "hadoop"}, {}, r"'warehouse': is required for a hadoop catalog"),
-        ({"catalog_type": "hive", "catalog_impl": "com.x.Cat"}, {}, r"'catalog_type': is 'hive' but"),
-        ({"catalog_name": "my-catalog", "warehouse": "/w"}, {}, r"'catalog_name': 'my-catalog' must be"),
-        ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'catalog_name'"),
+        (
+            {"catalog_type": "delta"},
+            {},
+            r"'Catalog type' \(catalog_type\): 'delta' is not one of hadoop, hive, rest, jdbc, glue, nessie, or "
+            "custom",
+        ),
+        ({"catalog_type": "hadoop"}, {}, r"'Warehouse' \(warehouse\): is required for a hadoop catalog"),
+        (
+            {"catalog_type": "hive", "catalog_impl": "com.x.Cat"},
+            {},
+            r"'Catalog type' \(catalog_type\): is 'hive' but",
+        ),
+        (
+            {"catalog_name": "my-catalog", "warehouse": "/w"},
+            {},
+            r"'Catalog name' \(catalog_name\): 'my-catalog' must be",
+        ),
+        ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'Catalog name' \(catalog_name\)"),
         ({"catalog_name": "spark_catalog", "warehouse": "/w"}, {}, r"set session_catalog=true"),
         (
             {"catalog_name": "other", "session_catalog": "true", "catalog_type": "hive"},
             {},
             r"name must be 'spark_catalog'",
         ),
-        ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'host': the catalog URI is required"),
-        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "db:5432"}, r"'host': a jdbc catalog URI"),
-        ({"catalog_type": "hive"}, {"host": "thrift://m:1", "port": 2}, r"'port': 2 differs from the port"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'URI' \(host\): the catalog URI is required"),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            {"host": "db:5432"},
+            r"'URI' \(host\): a jdbc catalog URI",
+        ),
+        (
+            {"catalog_type": "hive"},
+            {"host": "thrift://m:1", "port": 2},
+            r"'Port' \(port\): 2 differs from the port",
+        ),
         ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "jdbc:sqlite:/x", "port": 2}, r"2 can"),
         (
             {"catalog_type": "rest", "catalog_properties": {"a": "1"}, "secret_properties": {"a": "s"}},
             {"host": "http://r"},
-            r"'secret_properties': 'a' is also in catalog_properties",
+            r"'Secret properties \(JSON\)' \(secret_properties\): 'a' is also in catalog_properties",
         ),
         ({"catalog_type": "rest"}, {"host": "thrift://x:1"}, r"starts with http:// or https://"),
         ({"catalog_type": "hive"}, {"host": "http://x:1"}, r"starts with 'thrift://'"),
-        ({"catalog_type": "hive"}, {"login": "bob"}, r"'login': a hive catalog has no standard property"),
-        ({"catalog_impl": "com.x.Cat"}, {"password": "p"}, r"'password': a custom catalog"),
+        (
+            {"catalog_type": "hive"},
+            {"login": "bob"},
+            r"'Login' \(login\): a hive catalog has no standard property",
+        ),
+        ({"catalog_impl": "com.x.Cat"}, {"password": "p"}, r"'Password' \(password\): a custom catalog"),
         ({"catalog_type": "rest"}, {"host": "http://r", "login": "id"}, r"needs its secret as password"),
-        ({"warehouse": "/w", "cache_enabled": "maybe"}, {}, r"'cache_enabled': 'maybe' is not true or false"),
+        (
+            {"warehouse": "/w", "cache_enabled": "maybe"},
+            {},
+            r"'Cache enabled' \(cache_enabled\): 'maybe' is not true or false",
+        ),
         ({"warehouse": "/w", "cache_expiration_interval_ms": "soon"}, {}, r"not a whole number"),
         ({"warehouse": "/w", "cache_expiration_interval_ms": -5}, {}, r"must be -1"),
         (
@@ -51,21 +80,21 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
             {},
             r"unknown Iceberg catalog connection extra field\(s\): warehuose",
         ),
-        ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'iceberg_version'"),
+        ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'Iceberg version' \(iceberg_version\)"),
         (
             {"warehouse": "/w", "spark_version": "4.0", "scala_version": "2.12"},
             {},
-            r"'scala_version': Spark 4.0 is built for Scala 2.13 only, not 2.12",
+            r"'Scala version' \(scala_version\): Spark 4.0 is built for Scala 2.13 only, not 2.12",
         ),
         (
             {"warehouse": "/w", "spark_version": "4.0.1", "iceberg_version": "1.9.2"},
             {},
-            r"'iceberg_version': Iceberg 1.9.2 has no runtime for Spark 4.0; use Iceberg 1.10.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.9.2 has no runtime for Spark 4.0; use Iceberg 1.10.0 or later",
         ),
         (
             {"warehouse": "/w", "spark_version": "4.1"},
             {},
-            r"'iceberg_version': Iceberg 1.10.2 has no runtime for Spark 4.1; use Iceberg 1.11.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.10.2 has no runtime for Spark 4.1; use Iceberg 1.11.0 or later",
         ),
     ],
 )
@@ -77,7 +106,7 @@ def test_invalid_configuration_names_the_field(extra, fields, message):
 def test_a_config_without_type_or_impl_is_refused():
     from airflow_iceberg.catalog.config import CatalogConfig
 
-    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+    with pytest.raises(InvalidCatalogConfigError, match=r"'Catalog type' \(catalog_type\): is required"):
         CatalogConfig(catalog_type=None, warehouse="/w").validate()
 
 
@@ -218,7 +247,10 @@ def test_unset_form_fields_stored_as_null_take_defaults():
 def test_custom_type_uses_catalog_impl():
     config = config_from_fields({"catalog_type": "custom", "catalog_impl": "com.x.Cat"})
     assert (config.kind, config.catalog_type) == ("custom", None)
-    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+    with pytest.raises(
+        InvalidCatalogConfigError,
+        match=r"'Catalog impl' \(catalog_impl\): is required with Catalog type custom: an org.apache",
+    ):
         config_from_fields({"catalog_type": "custom"})
 
 

@@ -272,7 +272,7 @@ def test_hook_reports_an_invalid_connection_without_contacting_anything(iceberg_
     ok, message = IcebergCatalogHook(iceberg_conn_id=conn_id).test_connection()
     assert (ok, message) == (
         False,
-        "Invalid configuration: Iceberg catalog connection field 'warehouse': "
+        "Invalid configuration: Iceberg catalog connection field 'Warehouse' (warehouse): "
         "is required for a hadoop catalog",
     )
 

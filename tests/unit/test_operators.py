@@ -363,7 +363,7 @@ def test_bad_connection_fails_before_spark_starts(iceberg_connection, spark_conn
     op = IcebergAppendOperator(task_id="t", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1")
     with (
         mock.patch.object(SparkSubmitOperator, "execute") as submit,
-        pytest.raises(InvalidCatalogConfigError, match="'warehouse': is required"),
+        pytest.raises(InvalidCatalogConfigError, match=r"'Warehouse' \(warehouse\): is required"),
     ):
         op.execute({"ti": _ti()})
     submit.assert_not_called()
