@@ -119,7 +119,8 @@ class CatalogConfig:
             _check(
                 self.catalog_type in CATALOG_TYPES,
                 "catalog_type",
-                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}, or custom (with Catalog impl)",
+                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}, "
+                "or custom (with Catalog impl)",
             )
         self._validate_locations()
         self._validate_credentials()
@@ -325,7 +326,8 @@ def config_from_fields(
     }
     if values.get("catalog_type") == CUSTOM_TYPE and not values.get("catalog_impl"):
         raise field_error(
-            "catalog_impl", "is required with Catalog type custom: an org.apache.iceberg.catalog.Catalog class"
+            "catalog_impl",
+            "is required with Catalog type custom: an org.apache.iceberg.catalog.Catalog class",
         )
     if values.get("catalog_type") == CUSTOM_TYPE or (
         values.get("catalog_impl") and "catalog_type" not in values

@@ -181,7 +181,7 @@ def test_json_dates_do_not_fit_a_date_column_without_a_schema(spark, lake, table
     _orders_table(spark, table)
     before = lake.state(table)
     source = Source(path=_late_orders_json(tmp_path / "late"), format="json")
-    with pytest.raises(Exception, match="CANNOT_SAFELY_CAST|Cannot safely cast|cannot be cast"):
+    with pytest.raises(Exception, match=r"CANNOT_SAFELY_CAST|Cannot safely cast|cannot be cast"):
         write_table(spark, write_spec(table, "append", source=source))
     assert lake.state(table) == before
 

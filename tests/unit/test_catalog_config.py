@@ -14,7 +14,8 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
         (
             {"catalog_type": "delta"},
             {},
-            r"'Catalog type' \(catalog_type\): 'delta' is not one of hadoop, hive, rest, jdbc, glue, nessie, or "
+            r"'Catalog type' \(catalog_type\): 'delta' is not one of hadoop, hive, rest, jdbc, glue, "
+            "nessie, or "
             "custom",
         ),
         ({"catalog_type": "hadoop"}, {}, r"'Warehouse' \(warehouse\): is required for a hadoop catalog"),
@@ -89,12 +90,14 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
         (
             {"warehouse": "/w", "spark_version": "4.0.1", "iceberg_version": "1.9.2"},
             {},
-            r"'Iceberg version' \(iceberg_version\): Iceberg 1.9.2 has no runtime for Spark 4.0; use Iceberg 1.10.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.9.2 has no runtime for Spark 4.0; "
+            "use Iceberg 1.10.0 or later",
         ),
         (
             {"warehouse": "/w", "spark_version": "4.1"},
             {},
-            r"'Iceberg version' \(iceberg_version\): Iceberg 1.10.2 has no runtime for Spark 4.1; use Iceberg 1.11.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.10.2 has no runtime for Spark 4.1; "
+            "use Iceberg 1.11.0 or later",
         ),
     ],
 )

@@ -121,7 +121,8 @@ class _NameEveryDag(ast.NodeTransformer):
     def visit_With(self, node: ast.With) -> ast.With:
         for number, item in enumerate(node.items):
             call = item.context_expr
-            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DAG" and not item.optional_vars:
+            is_dag = isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DAG"
+            if is_dag and not item.optional_vars:
                 item.optional_vars = ast.Name(id=f"_dag_{node.lineno}_{number}", ctx=ast.Store())
         self.generic_visit(node)
         return node
@@ -129,8 +130,9 @@ class _NameEveryDag(ast.NodeTransformer):
 
 def run_python(snippet: Snippet) -> str:
     """Execute the snippet as a DAG file; return what it built."""
-    import airflow_iceberg.operators as operators
     from airflow.sdk import DAG, BaseOperator
+
+    import airflow_iceberg.operators as operators
 
     tree = ast.fix_missing_locations(_NameEveryDag().visit(ast.parse(snippet.text)))
     namespace: dict[str, Any] = {name: getattr(operators, name) for name in operators.__all__}
@@ -347,6 +349,7 @@ def test_the_snippet_check_finds_every_kind_and_fails_a_broken_one():
 
 def test_docs_name_maven_central_not_its_hosts():
     """Repositories are named, hosts left to the user's Ivy or Maven settings (mirrors differ)."""
-    for path in [*REPO.glob("*.md"), *REPO.glob("docs/*.md"), *REPO.glob("scripts/*"), *REPO.glob("docker/*")]:
+    pages = [*REPO.glob("*.md"), *REPO.glob("docs/*.md"), *REPO.glob("scripts/*"), *REPO.glob("docker/*")]
+    for path in pages:
         text = path.read_text()
         assert not re.search(r"repo1?\.maven\.org|repo\.maven\.apache\.org|maven2/", text), path
