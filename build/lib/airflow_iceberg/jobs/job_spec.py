@@ -427,9 +427,11 @@ class Source:
 TABLE_SCHEMA = "table"
 #: The first word of every Spark SQL data type (``DECIMAL(10,2)``, ``ARRAY<INT>``, ``STRUCT<…>``).
 SPARK_TYPE_WORDS = frozenset(
-    "boolean tinyint byte smallint short int integer bigint long float real double date timestamp "
-    "timestamp_ntz timestamp_ltz string char varchar binary decimal dec numeric array map struct "
-    "interval void".split()
+    [
+        "boolean", "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float",
+        "real", "double", "date", "timestamp", "timestamp_ntz", "timestamp_ltz", "string", "char",
+        "varchar", "binary", "decimal", "dec", "numeric", "array", "map", "struct", "interval", "void",
+    ]
 )
 _SCHEMA_COLUMN_RE = re.compile(r"^\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*:?\s+([A-Za-z_]+)(.*)$", re.S)
 _SCHEMA_EXAMPLE = '"order_id INT, order_date DATE, amount DECIMAL(10,2)"'
@@ -444,11 +446,14 @@ def validate_source_schema(schema: str) -> str:
     if schema.strip().lower() == TABLE_SCHEMA:
         return schema
     if any(marker in schema for marker in (";", "--", "/*", "'", '"')):
-        raise InvalidSpecError(f"source_schema {schema!r} must be column definitions only, e.g. {_SCHEMA_EXAMPLE}")
+        raise InvalidSpecError(
+            f"source_schema {schema!r} must be column definitions only, e.g. {_SCHEMA_EXAMPLE}"
+        )
     columns = [part for part in _split_top_level(schema) if part.strip()]
     if not columns:
         raise InvalidSpecError(
-            f"source_schema is empty: give the columns, e.g. {_SCHEMA_EXAMPLE}, or 'table' for the table's schema"
+            f"source_schema is empty: give the columns, e.g. {_SCHEMA_EXAMPLE}, "
+            "or 'table' for the table's schema"
         )
     for column in columns:
         match = _SCHEMA_COLUMN_RE.match(column)
