@@ -263,7 +263,8 @@ class ConnectionForm:
         button = self.find(f"//button[@data-part='item-trigger' and normalize-space(.)='{section}']")
         if button.get_attribute("aria-expanded") != "true":
             button.click()
-            time.sleep(0.3)
+            wait_for(lambda: button.get_attribute("aria-expanded") == "true", 10, f"{section} to open")
+            time.sleep(0.5)  # the opening animation
 
     def type_into(self, element: Any, text: str) -> None:
         """Replace an input's text by typing it, or by pasting it when typing lost a key.

@@ -346,7 +346,7 @@ def check_the_form_reads_in_filling_order(form: ConnectionForm) -> None:
         assert label.size["height"] <= box.size["height"], (name, label.size, box.size)
     assert form.find("//input[@name='port']").get_attribute("placeholder") == PORT_PLACEHOLDER
     form.expand("Extra Fields")
-    shown = [e.get_attribute("id") for e in form.css("[id^='element_']")]
+    shown = [e.get_attribute("id") for e in form.css("[id^='element_']") if e.is_displayed()]
     first = ("catalog_type", "warehouse", "catalog_name", "catalog_impl")
     assert shown == [f"element_{name}" for name in first]
     for name in ("catalog_properties", "secret_properties", "hadoop_properties"):
@@ -415,19 +415,28 @@ def test_a_connection_made_from_json_opens_with_its_stored_keys_until_the_json_n
         shown, present = set(), {b.text.strip() for b in form.css("button[data-part='item-trigger']")}
         for section in [name for name in SECTIONS[1:-1] if name in present]:
             form.expand(section)
-            shown |= {e.get_attribute("id").removeprefix("element_") for e in form.css("[id^='element_']")}
+            shown |= {e.get_attribute("id").removeprefix("element_") for e in form.css("[id^='element_']")
+                      if e.is_displayed()}
         return shown & set(CONN_FIELDS)
 
     with screenshot_on_failure(form, screenshot_dir, "from-json"):
+        form.open_list(reload=True)  # made behind the page's back
         form.open_edit("ui_from_json")
         assert fields_shown() == set(stored)
-        # the documented way to the whole form: give every key in Extra Fields JSON, unset ones as null
+        # the documented way to the whole form: every key in Extra Fields JSON, unset ones as null
+        # and the required ones (which the form refuses empty) with their defaults
         form.expand("Extra Fields JSON")
         editor = form.find(
             "//button[@data-part='item-trigger' and normalize-space(.)='Extra Fields JSON']"
             "/following::*[contains(@class,'monaco-editor')][1]"
         )
-        form.type_json(editor, {**dict.fromkeys(CONN_FIELDS), **stored})
+        required = {
+            name: field["schema"]["default"]
+            for name, field in CONN_FIELDS.items()
+            if field["schema"]["type"] == "string"
+        }
+        form.type_json(editor, {**dict.fromkeys(CONN_FIELDS), **required, **stored})
+        form.expand("Extra Fields")  # leaving the editor applies the JSON to the form
         assert fields_shown() >= set(CONN_FIELDS) - {"cache_expiration_interval_ms", "session_catalog"}
         form.save()
         result = test_result(form, "ui_from_json")
