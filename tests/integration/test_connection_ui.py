@@ -316,7 +316,7 @@ SECTIONS = ["Standard Fields", "Extra Fields", "Credentials", "Catalog and Hadoo
 SCHEME_WARNING = "shall not contain '_'"
 
 
-def test_result(form: ConnectionForm, conn_id: str) -> str:
+def press_test(form: ConnectionForm, conn_id: str) -> str:
     """Press Test in the connection's list row; the notification's text."""
     form.open_list()
     form.row_button(conn_id, "Test").click()
@@ -330,7 +330,7 @@ def edit_and_test(form: ConnectionForm, conn_id: str, standard: dict | None = No
     if extra:
         form.fill_extra(**extra)
     form.save()
-    return test_result(form, conn_id)
+    return press_test(form, conn_id)
 
 
 def check_the_form_reads_in_filling_order(form: ConnectionForm) -> None:
@@ -366,7 +366,7 @@ def test_a_new_users_first_connection(form: ConnectionForm, api_server: ApiServe
     with screenshot_on_failure(form, screenshot_dir, "newcomer-empty-port"):
         # Airflow <= 3.3.2: the list's Test sends port 0 for an empty Port and its API refuses it
         # (apache/airflow#73298). When this fails, Airflow has shipped the fix: drop the Port advice.
-        assert test_result(form, conn_id) == "Test Connection Failed Bad Request"
+        assert press_test(form, conn_id) == "Test Connection Failed Bad Request"
     warnings_before = log.read_text().count(SCHEME_WARNING)
     with screenshot_on_failure(form, screenshot_dir, "newcomer-port-0"):
         assert edit_and_test(form, conn_id, {"port": 0}) == (
@@ -439,7 +439,7 @@ def test_a_connection_made_from_json_opens_with_its_stored_keys_until_the_json_n
         form.expand("Extra Fields")  # leaving the editor applies the JSON to the form
         assert fields_shown() >= set(CONN_FIELDS) - {"cache_expiration_interval_ms", "session_catalog"}
         form.save()
-        result = test_result(form, "ui_from_json")
+        result = press_test(form, "ui_from_json")
         assert result.startswith("Test Connection Successful hadoop catalog 'lake'"), result
 
 
