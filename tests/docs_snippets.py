@@ -76,14 +76,14 @@ def documented_keys(example: Snippet) -> set[str]:
 
 
 def listed_keys(page: str, sentence_start: str) -> set[str]:
-    """The backticked names in the prose sentence of ``page`` that starts with ``sentence_start``.
+    """The quoted names in the first ``{...}`` of the prose sentence that starts with ``sentence_start``.
 
     For results documented as a list in prose, e.g. "The XCom: ``{"table", "snapshot_id", ...}``".
     """
     text = (REPO / page).read_text()
-    start = text.index(sentence_start)
-    end = text.index(".", text.index("}", start))
-    return set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', text[start:end]))
+    start = text.index("{", text.index(sentence_start))
+    listed = re.sub(r':\s*"[^"]*"', "", text[start : text.index("}", start)])  # drop shown values
+    return set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"', listed))
 
 
 def is_json(example: Snippet) -> bool:

@@ -162,7 +162,7 @@ def test_client_deploy_mode_returns_the_same_result(airflow_runner, tmp_path):
 def test_documented_read_xcom_keys(airflow_runner, daily_orders_run):
     """docs/operators.md lists a read's XCom keys; a read with a sink and a preview has them all."""
     always = listed_keys("docs/operators.md", "The XCom: `{")
-    assert always == {"table", "snapshot_id", "selector", "row_count"}
+    assert always == {"status", "table", "snapshot_id", "selector", "row_count"}
     read_result = airflow_runner.xcom(DAG_ID, "snapshot_before_correction")
     assert set(read_result) == always | {"sink", "preview"}
 
