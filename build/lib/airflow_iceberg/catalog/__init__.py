@@ -1,1 +1,0 @@
-"""Catalog configuration (from an Airflow connection) and its mapping to Spark settings."""
