@@ -48,8 +48,9 @@ integration-test: setup
 
 ## A wheel of the provider in dist/ (it is not on PyPI yet): pip install dist/airflow_iceberg-*.whl
 DIST ?= dist
+# (setuptools' build/ is removed first: a module deleted from the source would linger in it)
 wheel: setup
-	.venv/bin/uv build --quiet --wheel --out-dir "$(DIST)" .
+	rm -rf build && .venv/bin/uv build --quiet --wheel --out-dir "$(DIST)" . && rm -rf build
 
 ## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth; writes benchmarks/RESULTS.md.
 bench: setup
