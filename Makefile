@@ -13,7 +13,7 @@ define line_tests
 	  pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
 endef
 
-.PHONY: setup demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench
+.PHONY: setup demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench wheel
 
 setup:
 	bash scripts/setup.sh
@@ -46,6 +46,12 @@ job-test: setup
 integration-test: setup
 	$(ENV) pytest -q $(PARALLEL) -m integration tests/integration tests/servers
 
+## A wheel of the provider in dist/ (it is not on PyPI yet): pip install dist/airflow_iceberg-*.whl
+DIST ?= dist
+# (setuptools' build/ is removed first: a module deleted from the source would linger in it)
+wheel: setup
+	rm -rf build && .venv/bin/uv build --quiet --wheel --out-dir "$(DIST)" . && rm -rf build
+
 ## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth; writes benchmarks/RESULTS.md.
 bench: setup
 	$(ENV) python -m benchmarks.run
@@ -54,4 +60,4 @@ lint: setup
 	$(ENV) ruff check airflow_iceberg dags tests scripts benchmarks
 
 clean:
-	rm -rf .venv .spark-venv .spark4-venv .spark41-venv .cache .airflow .spark-conf warehouse
+	rm -rf .venv .spark-venv .spark4-venv .spark41-venv .cache .airflow .spark-conf warehouse dist

@@ -93,7 +93,7 @@ fi
 mkdir -p "$AIRFLOW_HOME" "$SPARK_CONF_DIR"
 cp scripts/spark-defaults.conf "$SPARK_CONF_DIR/spark-defaults.conf"
 # A connection without runtime_jar gets the runtime through spark-submit --packages, which Spark
-# resolves with Ivy straight from Maven Central (repo1.maven.org). Its cache is kept in the
+# resolves with Ivy from Maven Central (or your Ivy settings' mirror). Its cache is kept in the
 # checkout, and warmed here once, so that runs (and tests) resolve from it without downloading.
 echo "spark.jars.ivy                   $SPARK_IVY_CACHE" >> "$SPARK_CONF_DIR/spark-defaults.conf"
 ivy_packages="$ICEBERG_RUNTIME_COORDINATE,$ICEBERG_AWS_BUNDLE_COORDINATE"

@@ -125,7 +125,7 @@ class CatalogConfig:
             not (self.catalog_type and self.catalog_impl),
             "catalog_type",
             f"is {self.catalog_type!r} but catalog_impl is also set ({self.catalog_impl!r}); "
-            "set catalog_type to custom to use the catalog_impl class",
+            "set Catalog type to custom to use the Catalog impl class",
         )
         _check(
             self.catalog_type or self.catalog_impl,
@@ -136,7 +136,8 @@ class CatalogConfig:
             _check(
                 self.catalog_type in CATALOG_TYPES,
                 "catalog_type",
-                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}",
+                f"{self.catalog_type!r} is not one of {', '.join(CATALOG_TYPES)}, "
+                "or custom (with Catalog impl)",
             )
         self._validate_uri_secrets()  # first: later messages may quote the URI
         self._validate_locations()
@@ -261,14 +262,14 @@ class CatalogConfig:
                 login_key,
                 "login",
                 f"a {self.kind} catalog has no standard property for a login; "
-                "set login_property in the connection extras to the property it should fill",
+                "set 'Login goes to' (login_property) to the property it should fill",
             )
         if self.password:
             _check(
                 password_key,
                 "password",
                 f"a {self.kind} catalog has no standard property for a password; "
-                "set password_property in the connection extras to the property it should fill",
+                "set 'Password goes to' (pass_property) to the property it should fill",
             )
 
     def secret_keys(self) -> frozenset[str]:
@@ -292,8 +293,14 @@ class CatalogConfig:
 
 
 def field_error(field_name: str, message: str) -> InvalidCatalogConfigError:
-    """The error for a wrong connection field, named the way the connection form names it."""
-    return InvalidCatalogConfigError(f"Iceberg catalog connection field {field_name!r}: {message}")
+    """The error for a wrong connection field, named as the form shows it and as JSON spells it:
+    ``Iceberg catalog connection field 'URI' (host): ...``."""
+    from airflow_iceberg.get_provider_info import form_label  # the form's words live with the form
+
+    key = {v: k for k, v in EXTRA_ALIASES.items()}.get(field_name, field_name)
+    label = form_label(key)
+    named = f"{label!r} ({key})" if label != key else repr(key)
+    return InvalidCatalogConfigError(f"Iceberg catalog connection field {named}: {message}")
 
 
 def _check(condition: object, field_name: str, message: str) -> None:
@@ -370,6 +377,11 @@ def config_from_fields(
         for name, value in extra.items()
         if name in known and value not in (None, "")
     }
+    if values.get("catalog_type") == CUSTOM_TYPE and not values.get("catalog_impl"):
+        raise field_error(
+            "catalog_impl",
+            "is required with Catalog type custom: an org.apache.iceberg.catalog.Catalog class",
+        )
     if values.get("catalog_type") == CUSTOM_TYPE or (
         values.get("catalog_impl") and "catalog_type" not in values
     ):
@@ -420,7 +432,7 @@ def _uri(host: str | None, port: int | None) -> str | None:
             int(named.group(1)) == port,
             "port",
             f"{port} differs from the port in the URI {display_uri(host)!r}; "
-            "leave Port empty or make them agree",
+            f"set Port to {named.group(1)}, or to 0, which adds no port",
         )
         return host
     authority = f"{authority}:{port}"

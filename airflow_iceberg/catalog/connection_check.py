@@ -17,6 +17,7 @@ DAG parsing never pay for them; they come with the ``catalog-check`` extra.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable
@@ -58,7 +59,7 @@ def check_catalog(config: CatalogConfig) -> tuple[bool, str]:
     try:
         found = run_with_deadline(probe.run, DEADLINE_SECONDS)
     except ImportError as error:
-        extra = "pip install 'airflow-iceberg[catalog-check]'"
+        extra = "pip install '.[catalog-check]' in the airflow-iceberg checkout"
         return False, f"{prefix}: {probe.what} needs the {error.name} package: {extra}"
     except Exception as error:  # the UI wants a sentence, not a traceback
         return False, f"{prefix}: {probe.what} failed: {summarize(error)}"
@@ -236,18 +237,25 @@ def _sqlite_probe(uri: str) -> Probe | str:
             f"configuration is valid; the relative SQLite path {path} is resolved in the Spark driver's "
             "working directory, so it was not checked here"
         )
+    if not os.path.exists(path):  # a new catalog: Iceberg creates the file on first use
+        folder = os.path.dirname(path)
+        return Probe(
+            f"write access to the folder {folder} of SQLite catalog database {path}",
+            lambda: _sqlite_folder(path, folder),
+        )
     return Probe(f"reading SQLite catalog database {path}", lambda: _sqlite_tables(path))
+
+
+def _sqlite_folder(path: str, folder: str) -> str:
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"neither {path} nor its folder {folder} exists")
+    _writable_directory(folder)
+    return "the database does not exist yet; Iceberg creates it there on first use"
 
 
 def _sqlite_tables(path: str) -> str:
     import sqlite3
 
-    if not os.path.exists(path):
-        folder = os.path.dirname(path)
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"neither {path} nor its folder {folder} exists")
-        _writable_directory(folder)
-        return f"does not exist yet; Iceberg creates it in {folder}, which is writable"
     # Read-only, so the Test button never creates or changes anything; reading sqlite_master
     # makes SQLite check the file header ("file is not a database").
     connection = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=TIMEOUT_SECONDS)
@@ -326,8 +334,21 @@ def _rest_namespaces(catalog_name: str, properties: dict[str, str]) -> str:
     for url in (properties["uri"], properties.get("oauth2-server-uri")):
         if url:
             connectable(*_host_port(url))  # pyiceberg has no connect timeout of its own
-    namespaces = RestCatalog(catalog_name, **properties).list_namespaces()
+    try:
+        namespaces = RestCatalog(catalog_name, **properties).list_namespaces()
+    except Exception as error:
+        if _NOT_FOUND_RE.search(str(error)):  # the server answered, but no catalog lives at that path
+            raise ConnectionError(
+                f"HTTP 404 (not found) from {display_uri(properties['uri'])}: no Iceberg REST catalog at "
+                "that path. Check the URI's path: it is the catalog's base URL, the part before "
+                "/v1/config (e.g. http://rest:8181 or https://host/api/catalog)"
+            ) from error
+        raise
     return f"{len(namespaces)} top-level namespace(s)"
+
+
+#: How pyiceberg reports an HTTP 404: ``RESTError 404: Received unexpected JSON Payload: <!DOCTYPE…``.
+_NOT_FOUND_RE = re.compile(r"\b404\b")
 
 
 # --------------------------------------------------------------------------- other types

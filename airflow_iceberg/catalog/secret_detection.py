@@ -39,10 +39,13 @@ def shown_in_clear_message(field_name: str, key: str) -> str:
 
     The same words serve the operators, the hook and the Test button.
     """
+    from airflow_iceberg.get_provider_info import form_label  # the form's words live with the form
+
     target = f"hadoop.{key}" if field_name == "hadoop_properties" and not key.startswith("hadoop.") else key
     return (
-        f"key {key!r} looks like a secret, and Airflow shows {field_name} in clear in the UI and "
-        f"REST API; move it to secret_properties (Secret properties) as {target!r}"
+        f"key {key!r} looks like a secret, and Airflow shows {form_label(field_name)} in clear in the UI "
+        "and REST API (it masks only some key names there, and none inside a JSON string); move it to "
+        f"{form_label('secret_properties')} (secret_properties) as {target!r}"
     )
 
 

@@ -334,6 +334,7 @@ class MergeSpec(ActionSpec):
             "--source-table",
             "--source-path",
             "--source-format",
+            "--source-schema",
             "--on",
             "--branch",
         ):
@@ -353,6 +354,7 @@ class MergeSpec(ActionSpec):
                 path=args.source_path,
                 format=args.source_format,
                 options=dict(args.source_option),
+                schema=args.source_schema,
             ),
             keys=tuple(args.key),
             on=args.on,

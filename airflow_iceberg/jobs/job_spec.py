@@ -386,13 +386,19 @@ def _require_one(values: Mapping[str, object], what: str, *, allow_none: bool) -
 
 @dataclass(frozen=True)
 class Source:
-    """Where the rows of a write come from: a query, a table, or files."""
+    """Where the rows of a write come from: a query, a table, or files.
+
+    ``schema`` applies to files only: the columns to read them with, as Spark DDL
+    (``"order_id INT, order_date DATE"``), or :data:`TABLE_SCHEMA` for the written table's own
+    schema. Without it Spark infers one, and its JSON and CSV readers never infer a date.
+    """
 
     query: str | None = None
     table: str | None = None
     path: str | None = None
     format: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    schema: str | None = None
 
     def validated(self) -> Source:
         kind = _require_one(
@@ -410,7 +416,71 @@ class Source:
                 )
         if self.options and kind != "source_path":
             raise InvalidSpecError("source_options apply only to a file source (source_path)")
+        if self.schema is not None:
+            if kind != "source_path":
+                raise InvalidSpecError("source_schema applies only to a file source (source_path)")
+            validate_source_schema(self.schema)
         return dataclasses.replace(self, options=validate_options(self.options, "source option"))
+
+
+#: ``source_schema`` value that reads the files with the schema of the table being written.
+TABLE_SCHEMA = "table"
+#: The first word of every Spark SQL data type (``DECIMAL(10,2)``, ``ARRAY<INT>``, ``STRUCT<…>``).
+SPARK_TYPE_WORDS = frozenset(
+    [
+        "boolean", "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float",
+        "real", "double", "date", "timestamp", "timestamp_ntz", "timestamp_ltz", "string", "char",
+        "varchar", "binary", "decimal", "dec", "numeric", "array", "map", "struct", "interval", "void",
+    ]
+)
+_SCHEMA_COLUMN_RE = re.compile(r"^\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*:?\s+([A-Za-z_]+)(.*)$", re.S)
+_SCHEMA_EXAMPLE = '"order_id INT, order_date DATE, amount DECIMAL(10,2)"'
+
+
+def validate_source_schema(schema: str) -> str:
+    """Check ``source_schema`` before Spark starts: ``table``, or ``name TYPE`` pairs, comma-separated.
+
+    Spark's own DDL parser reads it in the job; this catches the mistakes a person makes (a
+    missing or misspelt type, a stray ``;``) with a message that shows the right form.
+    """
+    if schema.strip().lower() == TABLE_SCHEMA:
+        return schema
+    if any(marker in schema for marker in (";", "--", "/*", "'", '"')):
+        raise InvalidSpecError(
+            f"source_schema {schema!r} must be column definitions only, e.g. {_SCHEMA_EXAMPLE}"
+        )
+    columns = [part for part in _split_top_level(schema) if part.strip()]
+    if not columns:
+        raise InvalidSpecError(
+            f"source_schema is empty: give the columns, e.g. {_SCHEMA_EXAMPLE}, "
+            "or 'table' for the table's schema"
+        )
+    for column in columns:
+        match = _SCHEMA_COLUMN_RE.match(column)
+        if match is None or match.group(2).lower() not in SPARK_TYPE_WORDS:
+            raise InvalidSpecError(
+                f"source_schema column {column.strip()!r} is not 'name TYPE' with a Spark SQL type "
+                f"(INT, BIGINT, STRING, DATE, TIMESTAMP, DECIMAL(p,s), ...), e.g. {_SCHEMA_EXAMPLE}"
+            )
+    return schema
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside ``(...)``, ``<...>`` and backticks: ``a DECIMAL(10,2), b MAP<INT,INT>``."""
+    parts, depth, quoted, current = [], 0, False, []
+    for char in text:
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in "(<":
+            depth += 1
+        elif not quoted and char in ")>":
+            depth -= 1
+        elif not quoted and depth == 0 and char == ",":
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    return [*parts, "".join(current)]
 
 
 @dataclass(frozen=True)
@@ -455,6 +525,11 @@ class WriteSpec:
             self._check_branch()
         elif self.reset_branch:
             raise InvalidSpecError("reset_branch needs branch: it starts that branch afresh from main")
+        if self.mode == "create" and (self.source.schema or "").strip().lower() == TABLE_SCHEMA:
+            raise InvalidSpecError(
+                "source_schema 'table' needs an existing table, and mode 'create' makes a new one: "
+                f"give the columns instead, e.g. source_schema={_SCHEMA_EXAMPLE}"
+            )
         write_options = validate_options(self.write_options, "write option")
         self._check_write_options(write_options)
         return dataclasses.replace(
@@ -731,8 +806,9 @@ def _source_argv(source: Source) -> list[str]:
         return ["--source-query", source.query]
     if source.table is not None:
         return ["--source-table", source.table]
+    schema = ["--source-schema", source.schema] if source.schema is not None else []
     return ["--source-path", str(source.path), "--source-format", str(source.format),
-            *_pairs_argv("--source-option", source.options)]
+            *_pairs_argv("--source-option", source.options), *schema]
 
 
 def _pairs_argv(flag: str, pairs: Mapping[str, str]) -> list[str]:
@@ -766,6 +842,7 @@ def _build_parser() -> argparse.ArgumentParser:
     write.add_argument("--source-path")
     write.add_argument("--source-format")
     write.add_argument("--source-option", type=_pair, action="append", default=[])
+    write.add_argument("--source-schema")
     write.add_argument("--partition-by", action="append", default=[])
     write.add_argument("--table-property", type=_pair, action="append", default=[])
     write.add_argument("--write-option", type=_pair, action="append", default=[])
@@ -823,7 +900,8 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
             table=args.table,
             mode=args.mode,
             source=Source(query=args.source_query, table=args.source_table, path=args.source_path,
-                          format=args.source_format, options=dict(args.source_option)),
+                          format=args.source_format, options=dict(args.source_option),
+                          schema=args.source_schema),
             partition_by=tuple(args.partition_by),
             table_properties=dict(args.table_property),
             write_options=dict(args.write_option),

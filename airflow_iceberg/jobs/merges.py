@@ -133,7 +133,7 @@ def merge_into(
     commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, _merge_expressions(spec))
-    source = load_source(spark, spec.source)
+    source = load_source(spark, spec.source, spec.table)
     keys = source_key_columns(spark, source, spec.keys)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
     sql = (

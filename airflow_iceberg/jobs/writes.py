@@ -33,11 +33,13 @@ from airflow_iceberg.jobs.connect import committing
 from airflow_iceberg.jobs.table_state import (
     SchemaMismatchError,
     SnapshotNotFoundError,
+    TableNotFoundError,
     check_table_state,
     ensure_namespace,
     ref_head,
     require_table,
     snapshot_exists,
+    table_exists,
     table_properties,
 )
 
@@ -48,14 +50,32 @@ if TYPE_CHECKING:
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 
 
-def load_source(spark: SparkSession, source: job_spec.Source) -> DataFrame:
-    """Return the DataFrame a write takes its rows from; a query is run as a query only."""
+def load_source(spark: SparkSession, source: job_spec.Source, target: str | None = None) -> DataFrame:
+    """Return the DataFrame a write takes its rows from; a query is run as a query only.
+
+    ``target`` is the table being written, whose schema ``source_schema="table"`` reads files with.
+    """
     if source.query is not None:
         return user_sql.query_frame(spark, job_spec.validate_query(source.query))
     if source.table is not None:
         require_table(spark, source.table, "source table")
         return spark.table(job_spec.quote_identifier(source.table))
-    return spark.read.format(str(source.format)).options(**source.options).load(source.path)
+    reader = spark.read.format(str(source.format)).options(**source.options)
+    if source.schema is not None:
+        reader = reader.schema(file_schema(spark, source.schema, target))
+    return reader.load(source.path)
+
+
+def file_schema(spark: SparkSession, schema: str, target: str | None) -> Any:
+    """The schema files are read with: the DDL as given, or the target table's own schema."""
+    if schema.strip().lower() != job_spec.TABLE_SCHEMA:
+        return schema
+    if target is None or not table_exists(spark, target):
+        raise TableNotFoundError(
+            f"source_schema 'table' reads the files with the schema of table {target}, which does not "
+            "exist yet: give the columns instead, e.g. source_schema=\"id INT, day DATE\""
+        )
+    return spark.table(job_spec.quote_identifier(target)).schema
 
 
 def transform_column(expression: str) -> Column:
@@ -196,7 +216,7 @@ def write_table(
         user_sql.expression(spec.condition, "overwrite condition")  # parsed before anything is read
     # Before the source is read; a branch that will be reset starts from main's head, so from there.
     spec = with_default_validate_from(spark, spec, ref="main" if spec.reset_branch else ref)
-    df = load_source(spark, spec.source)
+    df = load_source(spark, spec.source, spec.table)
     if spec.mode in job_spec.CREATE_MODES:
         check_partition_columns(spec, df.columns)
         ensure_namespace(spark, spec.table)  # only now: a failed check must not leave a namespace behind

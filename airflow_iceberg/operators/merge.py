@@ -32,6 +32,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
     :param source_path: Files to merge from; needs ``source_format``. (templated)
     :param source_format: ``parquet``, ``csv``, ``json``, ``orc``, ``avro`` or ``text``.
     :param source_options: DataFrameReader options for a file source. (templated)
+    :param source_schema: The columns to read a file source with (Spark DDL), or ``"table"``. (templated)
     :param keys: Match on these key columns (``t.k = s.k AND ...``), bare or in backticks. (templated)
     :param on: Or match on this condition, e.g. ``"t.id = s.id AND t.day = s.day"``. (templated)
     :param clauses: ``WHEN`` clauses in order, each a dict: ``when`` (``matched``, ``not_matched``,
@@ -53,6 +54,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         "source_table",
         "source_path",
         "source_options",
+        "source_schema",
         "keys",
         "on",
         "clauses",
@@ -67,6 +69,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         source_path: str | None = None,
         source_format: str | None = None,
         source_options: Mapping[str, Any] | None = None,
+        source_schema: str | None = None,
         keys: Sequence[str] | None = None,
         on: str | None = None,
         clauses: Sequence[Mapping[str, Any]] | None = None,
@@ -80,6 +83,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
         self.source_path = source_path
         self.source_format = source_format
         self.source_options = source_options
+        self.source_schema = source_schema
         self.keys = keys
         self.on = on
         self.clauses = clauses

@@ -22,6 +22,7 @@ _WRITE_TEMPLATE_FIELDS = (
     "source_table",
     "source_path",
     "source_options",
+    "source_schema",
     "write_options",
     "branch",
 )
@@ -35,6 +36,7 @@ def source_of(operator: Any) -> Source:
         path=operator.source_path,
         format=operator.source_format,
         options=as_dict(operator.source_options, "source_options"),
+        schema=operator.source_schema or None,
     )
 
 
@@ -56,6 +58,9 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
     :param source_path: Files to read the rows from; needs ``source_format``. (templated)
     :param source_format: ``parquet``, ``csv``, ``json``, ``orc``, ``avro`` or ``text``.
     :param source_options: DataFrameReader options for a file source, e.g. ``{"header": "true"}``. (templated)
+    :param source_schema: The columns to read a file source with, as Spark DDL
+        (``"order_id INT, order_date DATE"``), or ``"table"`` for the table's own schema. Without it
+        Spark infers the schema, and JSON and CSV never yield a ``DATE``. (templated)
     :param write_options: Iceberg write options, e.g. ``{"write-format": "avro",
         "isolation-level": "serializable"}``. (templated)
     :param merge_schema: Add columns that are in the source but not in the table
@@ -81,6 +86,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         source_path: str | None = None,
         source_format: str | None = None,
         source_options: Mapping[str, Any] | None = None,
+        source_schema: str | None = None,
         write_options: Mapping[str, Any] | None = None,
         merge_schema: bool = False,
         branch: str | None = None,
@@ -93,6 +99,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
         self.source_path = source_path
         self.source_format = source_format
         self.source_options = source_options
+        self.source_schema = source_schema
         self.write_options = write_options
         self.merge_schema = merge_schema
         self.branch = branch

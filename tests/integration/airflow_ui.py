@@ -24,6 +24,7 @@ from urllib.request import Request, urlopen
 
 from cryptography.fernet import Fernet
 
+from airflow_iceberg.get_provider_info import CONN_FIELDS
 from tests.servers.ports import LOOPBACK, free_port
 from tests.servers.process import ManagedProcess, ServerError, StartStop, log_tail
 from tests.servers.safety_net import tracked_start, untrack
@@ -32,6 +33,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOASTS = "[data-scope='toast'][data-part='root']"
+#: Airflow's own section of the form, for extra fields that name no section of their own.
+EXTRA_FIELDS = "Extra Fields"
 
 
 class ApiServer(StartStop):
@@ -202,7 +205,9 @@ def wait_for(check: Any, timeout: float = 20.0, what: str = "the page") -> Any:
 class ConnectionForm:
     """The Connections page and its Add/Edit dialog, driven through the browser.
 
-    Airflow 3.3's dialog has no Test button; Test is a button in the connection's list row.
+    Airflow 3.3's dialog has no Test button; Test is a button in the connection's list row. The
+    dialog's sections are an accordion that shows one section at a time, so every step opens
+    the section of the field it touches, as a person would.
 
     :param driver: A Selenium WebDriver.
     :param base_url: The API server's URL.
@@ -258,7 +263,8 @@ class ConnectionForm:
         button = self.find(f"//button[@data-part='item-trigger' and normalize-space(.)='{section}']")
         if button.get_attribute("aria-expanded") != "true":
             button.click()
-            time.sleep(0.3)
+            wait_for(lambda: button.get_attribute("aria-expanded") == "true", 10, f"{section} to open")
+            time.sleep(0.5)  # the opening animation
 
     def type_into(self, element: Any, text: str) -> None:
         """Replace an input's text by typing it, or by pasting it when typing lost a key.
@@ -278,6 +284,11 @@ class ConnectionForm:
         shown = element.get_attribute("value")
         assert shown == text, f"typed {text!r}, the input shows {shown!r}"
 
+    def extra_field(self, name: str) -> Any:
+        """An extra field's element, its section opened first (see ``get_provider_info``)."""
+        self.expand(CONN_FIELDS[name]["schema"].get("section", EXTRA_FIELDS))
+        return self.find(f"//*[@id='element_{name}']")
+
     def fill_standard(self, **fields: str | int | None) -> None:
         """Type into Connection ID (``connection_id``), URI (``host``), Login, Password, Port."""
         self.expand("Standard Fields")
@@ -287,9 +298,8 @@ class ConnectionForm:
 
     def fill_extra(self, **fields: Any) -> None:
         """Set extra fields: text inputs are typed, drop-downs picked, dicts typed as JSON."""
-        self.expand("Extra Fields")
         for name, value in fields.items():
-            element = self.find(f"//*[@id='element_{name}']")
+            element = self.extra_field(name)
             if isinstance(value, dict):
                 self.type_json(element, value)
             elif element.tag_name == "div":  # a react-select drop-down
@@ -327,25 +337,28 @@ class ConnectionForm:
 
     def editor_text(self, name: str) -> str:
         """What a JSON editor shows, as text."""
-        element = self.find(f"//*[@id='element_{name}']")
+        element = self.extra_field(name)
         text = element.find_element(self._by().CSS_SELECTOR, ".view-lines").text.replace("\u00a0", " ")
         return "".join(text.splitlines())  # long lines are wrapped on screen
 
     def input_value(self, name: str, extra: bool = False) -> tuple[str, str]:
         """``(value, type)`` of a standard (``name=``) or extra (``element_`` id) input."""
-        xpath = f"//*[@id='element_{name}']" if extra else f"//input[@name='{name}']"
-        element = self.find(xpath)
+        if extra:
+            element = self.extra_field(name)
+        else:
+            self.expand("Standard Fields")
+            element = self.find(f"//input[@name='{name}']")
         return element.get_attribute("value"), element.get_attribute("type")
 
     def selected(self, name: str) -> str:
         """The label shown by a drop-down (its placeholder when nothing is chosen)."""
-        return self.find(f"//*[@id='element_{name}']").text.strip()
+        return self.extra_field(name).text.strip()
 
     def options(self, name: str) -> list[str]:
         """The choices a drop-down offers, as a person sees them when opening it."""
         from selenium.webdriver.common.keys import Keys
 
-        box = self.find(f"//*[@id='element_{name}']//input")
+        box = self.extra_field(name).find_element(self._by().TAG_NAME, "input")
         box.click()
         box.send_keys(Keys.ARROW_DOWN)
         choices = wait_for(lambda: [o.text for o in self.css("[id*='-option-']")], 10, f"{name} options")
@@ -356,10 +369,12 @@ class ConnectionForm:
 
     def label_row(self, name: str) -> str:
         """The text of an extra field's row: label, required mark ``*`` and help line."""
+        self.extra_field(name)
         return self.find(f"//*[@id='element_{name}']/ancestor::*[@role='group'][1]").text
 
     def is_required(self, name: str) -> bool:
         """Whether the field's label carries the form's required mark, a red ``*``."""
+        self.extra_field(name)
         label = self.find(f"//*[@id='element_{name}']/ancestor::*[@data-part='root'][1]//label")
         return label.text.split()[-1] == "*"
 

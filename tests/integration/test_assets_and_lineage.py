@@ -27,6 +27,7 @@ from airflow.models.connection import Connection
 from airflow_iceberg.catalog.config import config_from_connection
 from airflow_iceberg.catalog.pyiceberg_tables import load_table as pyiceberg_load_table
 from scripts.show_table import load_table
+from tests.docs_snippets import documented_keys, snippet
 from tests.integration.airflow_runner import REPO, hadoop_catalog_connection, spark_connection
 from tests.integration.airflow_services import AirflowDeployment
 
@@ -221,6 +222,17 @@ def test_a_commit_schedules_one_consumer_run_that_reads_that_snapshot(deployment
     assert (read["snapshot_id"], read["row_count"]) == (committed, 5)
     time.sleep(5)  # one event makes one run, not more
     assert len(airflow.dag_runs(CONSUMER)) == 1
+
+
+def test_documented_asset_event_keys(deployment):
+    """docs/assets-and-lineage.md shows a first commit's event extra: exactly the keys a real one has."""
+    airflow, *_ = deployment
+    ((extra,),) = airflow.query(
+        "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE 'iceberg://hadoop/%'"
+    )
+    shown = documented_keys(snippet("docs/assets-and-lineage.md", '"commit_id":'))
+    assert shown == set(json.loads(extra)), shown ^ set(json.loads(extra))
 
 
 def _complete_event(events: list[dict], job_name: str) -> dict:

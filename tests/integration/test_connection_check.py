@@ -188,7 +188,11 @@ def test_sqlite_catalog_database(test_button, tmp_path):
 
     database, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
     ok, message, _ = test_button(sqlite_connection(database, warehouse))
-    assert ok and message.endswith(f"does not exist yet; Iceberg creates it in {tmp_path}, which is writable")
+    assert (ok, message) == (
+        True,
+        f"jdbc catalog 'lite': write access to the folder {tmp_path} of SQLite catalog database {database} "
+        "succeeded: the database does not exist yet; Iceberg creates it there on first use",
+    )
     assert not database.exists(), "the Test button must not create the database"
 
     catalog = SqlCatalog("lite", uri=f"sqlite:///{database}", warehouse=warehouse.as_uri())
@@ -273,3 +277,38 @@ def test_a_password_in_the_jdbc_url_is_used_but_never_shown(test_button, postgre
     ok, message, _ = test_button(connection)
     assert ok, message
     assert postgres_server.password not in message
+
+
+def test_rest_uri_with_a_wrong_path_says_to_check_the_path(test_button):
+    """A web server that is not a REST catalog at that path answers 404 with an HTML page."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class NotACatalog(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<!DOCTYPE HTML><html><body><h1>Not Found</h1></body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotACatalog)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_port}/wrong/path"
+        connection = {"conn_type": "iceberg_catalog", "host": uri, "extra": {"catalog_type": "rest"}}
+        ok, message, elapsed = test_button(connection)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not ok and elapsed < FAST_SECONDS
+    assert message.endswith(
+        f"failed: ConnectionError: HTTP 404 (not found) from {uri}: no Iceberg REST catalog at that path. "
+        "Check the URI's path: it is the catalog's base URL, the part before /v1/config "
+        "(e.g. http://rest:8181 or https://host/api/catalog)"
+    ), message
+    assert "DOCTYPE" not in message

@@ -52,5 +52,5 @@ def test_cli_connection_test_reports_what_it_checked(airflow_runner, tmp_path):
     assert "Connection success!" in good.stdout  # the CLI prints the message only on failure
     bad = airflow_runner.airflow("connections", "test", "cli_broken", env=enabled)
     output = bad.stdout + bad.stderr
-    assert "'warehouse': is required for a hadoop catalog" in output
+    assert "'Warehouse' (warehouse): is required for a hadoop catalog" in output
     assert "Traceback" not in output

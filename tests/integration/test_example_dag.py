@@ -1,4 +1,5 @@
-"""The daily-orders example DAG, end to end: real Airflow, real spark-submit, the real Iceberg jar.
+"""The daily-orders example DAG and the README quickstart, end to end: real Airflow, real
+spark-submit, the real Iceberg jar.
 
 Every result is checked by pyiceberg reading the table's own metadata files, not by the job.
 ``make test`` runs this module on Spark 3.5 and again with ``SPARK_LINE=4.0`` (scripts/local_env.sh
@@ -16,6 +17,7 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from scripts.show_table import load_table
+from tests.docs_snippets import documented_keys, listed_keys, snippet
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
 
 DAG_ID = "iceberg_daily_orders"
@@ -155,3 +157,86 @@ def test_client_deploy_mode_returns_the_same_result(airflow_runner, tmp_path):
         f"Committed snapshot {snapshot.snapshot_id} to demo.db.orders (overwrite): 100 records added"
         in output
     )
+
+
+def test_documented_read_xcom_keys(airflow_runner, daily_orders_run):
+    """docs/operators.md lists a read's XCom keys; a read with a sink and a preview has them all."""
+    always = listed_keys("docs/operators.md", "The XCom: `{")
+    assert always == {"status", "table", "snapshot_id", "selector", "row_count"}
+    read_result = airflow_runner.xcom(DAG_ID, "snapshot_before_correction")
+    assert set(read_result) == always | {"sink", "preview"}
+
+
+# ---------------------------------------------------------------------- the README quickstart
+
+QUICKSTART_ORDERS = [(1, date(2024, 1, 2), Decimal("10.00")), (2, date(2024, 1, 2), Decimal("20.50"))]
+QUICKSTART_LATE = [
+    '{"order_id": 3, "order_date": "2024-01-02", "amount": 7.25}',
+    '{"order_id": 4, "order_date": "2024-01-02", "amount": 1}',
+]
+
+
+def readme_connections(localize) -> dict[str, str]:
+    """The ``AIRFLOW_CONN_*`` variables the README's quickstart exports, with local paths."""
+    import shlex
+
+    words = shlex.split(snippet("README.md", "export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT").text)
+    pairs = [word.split("=", 1) for word in words if word.startswith("AIRFLOW_CONN_")]
+    return {name: localize(value) for name, value in pairs}
+
+
+@pytest.fixture(scope="module")
+def readme_quickstart(airflow_runner, tmp_path_factory):
+    """The README's connections and DAG as a user copies them, paths made local; day 2024-01-02."""
+    if os.environ.get("SPARK_LINE", "3.5") != "3.5":
+        pytest.skip("the README's connection names no spark_version, so it is for Spark 3.5, the default")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("quickstart")
+    landing, warehouse, dags = root / "landing", root / "warehouse", root / "dags"
+
+    def localize(text: str) -> str:
+        return text.replace("/landing/", f"{landing}/").replace("/data/warehouse", str(warehouse))
+
+    (landing / "orders" / "2024-01-02").mkdir(parents=True)
+    columns = list(zip(*QUICKSTART_ORDERS, strict=True))
+    pq.write_table(
+        pa.table(
+            {
+                "order_id": pa.array(columns[0], pa.int32()),
+                "order_date": pa.array(columns[1], pa.date32()),
+                "amount": pa.array(columns[2], pa.decimal128(10, 2)),
+            }
+        ),
+        landing / "orders" / "2024-01-02" / "part-0.parquet",
+    )
+    (landing / "late" / "2024-01-02").mkdir(parents=True)
+    (landing / "late" / "2024-01-02" / "part-0.json").write_text("\n".join(QUICKSTART_LATE) + "\n")
+    dags.mkdir()
+    (dags / "quickstart.py").write_text(localize(snippet("README.md", "IcebergAppendOperator(").text))
+    completed = airflow_runner.airflow(
+        "dags",
+        "test",
+        "orders",
+        "2024-01-02",
+        env={**readme_connections(localize), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)},
+    )
+    assert completed.returncode == 0, completed.stdout[-5000:] + completed.stderr[-5000:]
+    return warehouse
+
+
+def test_readme_quickstart_runs_as_written(readme_quickstart):
+    orders = load_table(readme_quickstart, "db.orders")
+    assert [s.summary.operation.value for s in orders.snapshots()] == ["overwrite", "append"]
+    assert str(orders.spec().fields[0].transform) == "day"
+    late = [(3, date(2024, 1, 2), Decimal("7.25")), (4, date(2024, 1, 2), Decimal("1.00"))]
+    assert rows(orders) == [*QUICKSTART_ORDERS, *late]
+
+
+def test_documented_xcom_keys(readme_quickstart, airflow_runner):
+    """The README's XCom example shows keys the quickstart's append really returns, and its status."""
+    shown = documented_keys(snippet("README.md", '"status": "success"'))
+    result = airflow_runner.xcom("orders", "append")
+    assert shown <= set(result), shown - set(result)
+    assert (result["status"], result["mode"], result["operation"]) == ("success", "append", "append")

@@ -153,3 +153,68 @@ def test_csv_reader_options_are_applied(spark, lake, table, tmp_path):
         {"_c0": "2", "_c1": "b,c"},
         {"_c0": "id", "_c1": "name"},
     ]
+
+
+# ---------------------------------------------------------------------- source_schema (files)
+
+LATE_ORDERS = [
+    {"order_id": 7, "order_date": "2024-01-02", "amount": 12.5},
+    {"order_id": 8, "order_date": "2024-01-02", "amount": 3},
+]
+ORDERS_TABLE_QUERY = (
+    "SELECT 1 AS order_id, DATE'2024-01-01' AS order_date, CAST(9.99 AS DECIMAL(10,2)) AS amount"
+)
+
+
+def _late_orders_json(directory):
+    directory.mkdir()
+    (directory / "part-0.json").write_text("".join(json.dumps(row) + "\n" for row in LATE_ORDERS))
+    return str(directory)
+
+
+def _orders_table(spark, table):
+    write_table(spark, write_spec(table, "create", ORDERS_TABLE_QUERY))
+
+
+def test_json_dates_do_not_fit_a_date_column_without_a_schema(spark, lake, table, tmp_path):
+    """Why source_schema exists: Spark's JSON reader yields the date as a STRING."""
+    _orders_table(spark, table)
+    before = lake.state(table)
+    source = Source(path=_late_orders_json(tmp_path / "late"), format="json")
+    with pytest.raises(Exception, match=r"CANNOT_SAFELY_CAST|Cannot safely cast|cannot be cast"):
+        write_table(spark, write_spec(table, "append", source=source))
+    assert lake.state(table) == before
+
+
+def test_source_schema_table_reads_files_with_the_tables_own_schema(spark, lake, table, tmp_path):
+    from datetime import date
+    from decimal import Decimal
+
+    _orders_table(spark, table)
+    source = Source(path=_late_orders_json(tmp_path / "late"), format="json", schema="table")
+    write_table(spark, write_spec(table, "append", source=source))
+    assert lake.rows(table, sort_by="order_id")[1:] == [
+        {"order_id": 7, "order_date": date(2024, 1, 2), "amount": Decimal("12.50")},
+        {"order_id": 8, "order_date": date(2024, 1, 2), "amount": Decimal("3.00")},
+    ]
+
+
+def test_source_schema_ddl_creates_the_table_with_those_types(spark, lake, table, tmp_path):
+    from datetime import date
+
+    schema = "order_id INT, order_date DATE, amount DECIMAL(10,2)"
+    source = Source(path=_late_orders_json(tmp_path / "late"), format="json", schema=schema)
+    write_table(spark, write_spec(table, "create", source=source, partition_by=("days(order_date)",)))
+    fields = {f.name: str(f.field_type) for f in lake.load(table).schema().fields}
+    assert fields == {"order_id": "int", "order_date": "date", "amount": "decimal(10, 2)"}
+    assert [r["order_date"] for r in lake.rows(table, sort_by="order_id")] == [date(2024, 1, 2)] * 2
+
+
+def test_source_schema_table_for_a_table_that_does_not_exist_fails_before_writing(
+    spark, lake, new_table, tmp_path
+):
+    target = new_table("noschema")
+    source = Source(path=_late_orders_json(tmp_path / "late"), format="json", schema="table")
+    with pytest.raises(TableNotFoundError, match="source_schema 'table' reads the files with the schema"):
+        write_table(spark, write_spec(target, "create_or_replace", source=source))
+    assert not lake.exists(target)

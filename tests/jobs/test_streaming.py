@@ -148,3 +148,34 @@ def test_stream_into_a_table_counts_the_rows_written_after_the_filter(
     assert lake.ids(sink) == [3]
     assert (result["rows_read"], result["row_count"]) == (2, 1)
     assert result["sink"]["added_records"] == int(lake.summary(sink)["added-records"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "operation"), [("create", "append"), ("create_or_replace", "overwrite")]
+)
+def test_a_new_tables_first_snapshot_and_what_a_stream_from_its_start_reads(
+    spark, lake, new_table, tmp_path, mode, operation
+):
+    """docs/operators.md: `create` starts a table with an append, `create_or_replace` with an
+    overwrite, which stops a stream from the start; skipping it loses its rows."""
+    table = new_table("first")
+    write_table(spark, write_spec(table, mode, values_query([(1, "n1"), (2, "n2")], "id, name")))
+    assert lake.summary(table)["operation"] == operation
+    _append(spark, table, 3)
+    start = lake.snapshots(table)[0].timestamp_ms
+
+    def stream(sink: str, **read_options: str) -> None:
+        spec = read_spec(table, stream_from_timestamp=start, checkpoint_location=str(tmp_path / sink),
+                         sink_table=sink, sink_mode="append", read_options=read_options)
+        read_table(spark, spec)
+
+    if mode == "create":
+        everything = new_table("all")
+        stream(everything)
+        assert lake.ids(everything) == [1, 2, 3]
+        return
+    with pytest.raises(Exception, match="Cannot process overwrite snapshot"):
+        stream(new_table("stopped"))
+    skipping = new_table("skipping")
+    stream(skipping, **{"streaming-skip-overwrite-snapshots": "true"})
+    assert lake.ids(skipping) == [3]  # the first snapshot's rows are skipped with it

@@ -282,7 +282,7 @@ def test_two_containers_of_one_storage_account_are_two_catalogs():
 
 def test_a_connection_whose_catalog_cannot_be_named_is_refused_naming_the_field():
     config = config_from_fields({"catalog_type": "hive"}, host="thrift://ms:90a83")
-    with pytest.raises(InvalidCatalogConfigError, match=r"field 'host': .*'90a83'.* is not a number"):
+    with pytest.raises(InvalidCatalogConfigError, match=r"field 'URI' \(host\): .*'90a83'.* is not a number"):
         table_asset_uri(config, "db.t")
 
 

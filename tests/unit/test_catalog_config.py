@@ -7,36 +7,71 @@ import pytest
 from airflow_iceberg.catalog.config import CatalogConfig, config_from_connection, config_from_fields
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 
+FORM_LABELS = {
+    "catalog_properties": "Catalog properties (JSON)",
+    "hadoop_properties": "Hadoop properties (JSON)",
+}
+
 
 @pytest.mark.parametrize(
     ("extra", "fields", "message"),
     [
-        ({"catalog_type": "delta"}, {}, r"'catalog_type': 'delta' is not one of hadoop, hive"),
-        ({"catalog_type": "hadoop"}, {}, r"'warehouse': is required for a hadoop catalog"),
-        ({"catalog_type": "hive", "catalog_impl": "com.x.Cat"}, {}, r"'catalog_type': is 'hive' but"),
-        ({"catalog_name": "my-catalog", "warehouse": "/w"}, {}, r"'catalog_name': 'my-catalog' must be"),
-        ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'catalog_name'"),
+        (
+            {"catalog_type": "delta"},
+            {},
+            r"'Catalog type' \(catalog_type\): 'delta' is not one of hadoop, hive, rest, jdbc, glue, "
+            "nessie, or "
+            "custom",
+        ),
+        ({"catalog_type": "hadoop"}, {}, r"'Warehouse' \(warehouse\): is required for a hadoop catalog"),
+        (
+            {"catalog_type": "hive", "catalog_impl": "com.x.Cat"},
+            {},
+            r"'Catalog type' \(catalog_type\): is 'hive' but",
+        ),
+        (
+            {"catalog_name": "my-catalog", "warehouse": "/w"},
+            {},
+            r"'Catalog name' \(catalog_name\): 'my-catalog' must be",
+        ),
+        ({"catalog_name": "a.b", "warehouse": "/w"}, {}, r"'Catalog name' \(catalog_name\)"),
         ({"catalog_name": "spark_catalog", "warehouse": "/w"}, {}, r"set session_catalog=true"),
         (
             {"catalog_name": "other", "session_catalog": "true", "catalog_type": "hive"},
             {},
             r"name must be 'spark_catalog'",
         ),
-        ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'host': the catalog URI is required"),
-        ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "db:5432"}, r"'host': a jdbc catalog URI"),
-        ({"catalog_type": "hive"}, {"host": "thrift://m:1", "port": 2}, r"'port': 2 differs from the port"),
+        ({"catalog_type": "jdbc", "warehouse": "/w"}, {}, r"'URI' \(host\): the catalog URI is required"),
+        (
+            {"catalog_type": "jdbc", "warehouse": "/w"},
+            {"host": "db:5432"},
+            r"'URI' \(host\): a jdbc catalog URI",
+        ),
+        (
+            {"catalog_type": "hive"},
+            {"host": "thrift://m:1", "port": 2},
+            r"'Port' \(port\): 2 differs from the port",
+        ),
         ({"catalog_type": "jdbc", "warehouse": "/w"}, {"host": "jdbc:sqlite:/x", "port": 2}, r"2 can"),
         (
             {"catalog_type": "rest", "catalog_properties": {"a": "1"}, "secret_properties": {"a": "s"}},
             {"host": "http://r"},
-            r"'secret_properties': 'a' is also in catalog_properties",
+            r"'Secret properties \(JSON\)' \(secret_properties\): 'a' is also in catalog_properties",
         ),
         ({"catalog_type": "rest"}, {"host": "thrift://x:1"}, r"starts with http:// or https://"),
         ({"catalog_type": "hive"}, {"host": "http://x:1"}, r"starts with 'thrift://'"),
-        ({"catalog_type": "hive"}, {"login": "bob"}, r"'login': a hive catalog has no standard property"),
-        ({"catalog_impl": "com.x.Cat"}, {"password": "p"}, r"'password': a custom catalog"),
+        (
+            {"catalog_type": "hive"},
+            {"login": "bob"},
+            r"'Login' \(login\): a hive catalog has no standard property",
+        ),
+        ({"catalog_impl": "com.x.Cat"}, {"password": "p"}, r"'Password' \(password\): a custom catalog"),
         ({"catalog_type": "rest"}, {"host": "http://r", "login": "id"}, r"needs its secret as password"),
-        ({"warehouse": "/w", "cache_enabled": "maybe"}, {}, r"'cache_enabled': 'maybe' is not true or false"),
+        (
+            {"warehouse": "/w", "cache_enabled": "maybe"},
+            {},
+            r"'Cache enabled' \(cache_enabled\): 'maybe' is not true or false",
+        ),
         ({"warehouse": "/w", "cache_expiration_interval_ms": "soon"}, {}, r"not a whole number"),
         ({"warehouse": "/w", "cache_expiration_interval_ms": -5}, {}, r"must be -1"),
         (
@@ -51,21 +86,23 @@ from airflow_iceberg.exceptions import InvalidCatalogConfigError
             {},
             r"unknown Iceberg catalog connection extra field\(s\): warehuose",
         ),
-        ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'iceberg_version'"),
+        ({"warehouse": "/w", "iceberg_version": "latest!"}, {}, r"'Iceberg version' \(iceberg_version\)"),
         (
             {"warehouse": "/w", "spark_version": "4.0", "scala_version": "2.12"},
             {},
-            r"'scala_version': Spark 4.0 is built for Scala 2.13 only, not 2.12",
+            r"'Scala version' \(scala_version\): Spark 4.0 is built for Scala 2.13 only, not 2.12",
         ),
         (
             {"warehouse": "/w", "spark_version": "4.0.1", "iceberg_version": "1.9.2"},
             {},
-            r"'iceberg_version': Iceberg 1.9.2 has no runtime for Spark 4.0; use Iceberg 1.10.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.9.2 has no runtime for Spark 4.0; "
+            "use Iceberg 1.10.0 or later",
         ),
         (
             {"warehouse": "/w", "spark_version": "4.1"},
             {},
-            r"'iceberg_version': Iceberg 1.10.2 has no runtime for Spark 4.1; use Iceberg 1.11.0 or later",
+            r"'Iceberg version' \(iceberg_version\): Iceberg 1.10.2 has no runtime for Spark 4.1; "
+            "use Iceberg 1.11.0 or later",
         ),
     ],
 )
@@ -77,7 +114,7 @@ def test_invalid_configuration_names_the_field(extra, fields, message):
 def test_a_config_without_type_or_impl_is_refused():
     from airflow_iceberg.catalog.config import CatalogConfig
 
-    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+    with pytest.raises(InvalidCatalogConfigError, match=r"'Catalog type' \(catalog_type\): is required"):
         CatalogConfig(catalog_type=None, warehouse="/w").validate()
 
 
@@ -218,7 +255,10 @@ def test_unset_form_fields_stored_as_null_take_defaults():
 def test_custom_type_uses_catalog_impl():
     config = config_from_fields({"catalog_type": "custom", "catalog_impl": "com.x.Cat"})
     assert (config.kind, config.catalog_type) == ("custom", None)
-    with pytest.raises(InvalidCatalogConfigError, match="'catalog_type': is required"):
+    with pytest.raises(
+        InvalidCatalogConfigError,
+        match=r"'Catalog impl' \(catalog_impl\): is required with Catalog type custom: an org.apache",
+    ):
         config_from_fields({"catalog_type": "custom"})
 
 
@@ -266,9 +306,11 @@ def test_a_secret_in_a_field_airflow_shows_in_clear_is_refused(field, value, tar
     with pytest.raises(InvalidCatalogConfigError) as refused:
         config_from_fields({"catalog_type": "rest", field: value}, host="http://r")
     key = next(iter(value if isinstance(value, dict) else __import__("json").loads(value)))
+    label = FORM_LABELS[field]
     assert str(refused.value) == (
-        f"Iceberg catalog connection field {field!r}: key {key!r} looks like a secret, and Airflow shows "
-        f"{field} in clear in the UI and REST API; move it to secret_properties (Secret properties) "
+        f"Iceberg catalog connection field {label!r} ({field}): key {key!r} looks like a secret, and "
+        f"Airflow shows {label} in clear in the UI and REST API (it masks only some key names there, "
+        f"and none inside a JSON string); move it to Secret properties (JSON) (secret_properties) "
         f"as {target!r}"
     )
     assert "SENTINEL" not in str(refused.value)
@@ -328,43 +370,45 @@ def test_a_jdbc_uri_password_is_moved_to_a_secret_driver_property(host, uri, mov
         (
             {"catalog_type": "rest"},
             {"host": "https://client:SENTINEL@rest.example/api"},
-            r"^Iceberg catalog connection field 'host': the URI carries a password in its user "
+            r"^Iceberg catalog connection field 'URI' \(host\): the URI carries a password in its user "
             r"info \(user:password@\); put the password in the Password field",
         ),
         (
             {"catalog_type": "jdbc", "warehouse": "/w"},
             {"host": "jdbc:mysql://etl:SENTINEL@db:3306/cat"},
-            r"'host': the URI carries a password in its user info",
+            r"'URI' \(host\): the URI carries a password in its user info",
         ),
         (
             {"catalog_type": "jdbc", "warehouse": "/w"},
             {"host": "jdbc:oracle:thin:etl/SENTINEL@//db:1521/cat"},
-            r"'host': the URI carries a password in its user info",
+            r"'URI' \(host\): the URI carries a password in its user info",
         ),
         (
             {"catalog_type": "nessie", "warehouse": "/w"},
             {"host": "https://nessie/api/v2?token=SENTINEL"},
-            r"'host': the URI carries the secret-looking parameter 'token'",
+            r"'URI' \(host\): the URI carries the secret-looking parameter 'token'",
         ),
         (
             {"catalog_type": "jdbc", "warehouse": "/w"},
             {"host": "postgresql://db/cat?password=SENTINEL", "password": "other"},
-            r"'password': the catalog URI carries a password too; keep it in the Password field only",
+            r"'Password' \(password\): the catalog URI carries a password too; keep it in the Password "
+            r"field only",
         ),
         (
             {"catalog_type": "jdbc", "warehouse": "/w", "secret_properties": {"jdbc.password": "x"}},
             {"host": "postgresql://db/cat?password=SENTINEL"},
-            r"'secret_properties': 'jdbc.password' is also set by the catalog URI's password= parameter",
+            r"'Secret properties \(JSON\)' \(secret_properties\): 'jdbc.password' is also set by the "
+            r"catalog URI's password= parameter",
         ),
         (
             {"catalog_type": "hadoop", "warehouse": "s3a://key:SENTINEL@bucket/wh"},
             {},
-            r"'warehouse': the URI carries a password in its user info",
+            r"'Warehouse' \(warehouse\): the URI carries a password in its user info",
         ),
         (
             {"catalog_type": "hive"},
             {"host": "thrift://u:SENTINEL@m:1", "port": 2},
-            r"'port': 2 differs from the port in the URI 'thrift://m:1'",
+            r"'Port' \(port\): 2 differs from the port in the URI 'thrift://m:1'",
         ),
     ],
 )

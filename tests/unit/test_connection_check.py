@@ -23,6 +23,11 @@ from airflow_iceberg.catalog.connection_check import (
 )
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 
+FORM_LABELS = {
+    "catalog_properties": "Catalog properties (JSON)",
+    "hadoop_properties": "Hadoop properties (JSON)",
+}
+
 
 def check(extra: dict, **fields) -> tuple[bool, str]:
     return check_catalog(config_from_fields({"catalog_name": "cat", **extra}, **fields))
@@ -260,7 +265,7 @@ def test_a_missing_client_library_says_which_extra_to_install(monkeypatch):
     assert (ok, message) == (
         False,
         "jdbc catalog 'cat': SELECT 1 on PostgreSQL database db:5432/cat needs the psycopg2 package: "
-        "pip install 'airflow-iceberg[catalog-check]'",
+        "pip install '.[catalog-check]' in the airflow-iceberg checkout",
     )
 
 
@@ -272,7 +277,7 @@ def test_hook_reports_an_invalid_connection_without_contacting_anything(iceberg_
     ok, message = IcebergCatalogHook(iceberg_conn_id=conn_id).test_connection()
     assert (ok, message) == (
         False,
-        "Invalid configuration: Iceberg catalog connection field 'warehouse': "
+        "Invalid configuration: Iceberg catalog connection field 'Warehouse' (warehouse): "
         "is required for a hadoop catalog",
     )
 
@@ -304,9 +309,11 @@ def test_a_secret_outside_secret_properties_fails_the_test_button(iceberg_connec
     key = "credential" if isinstance(value, str) else "fs.s3a.secret.key"
     target = f"hadoop.{key}" if field == "hadoop_properties" else key
     assert not ok
+    label = FORM_LABELS[field]
     assert message == (
-        f"Invalid configuration: Iceberg catalog connection field {field!r}: key {key!r} looks like a "
-        f"secret, and Airflow shows {field} in clear in the UI and REST API; move it to "
-        f"secret_properties (Secret properties) as {target!r}"
+        f"Invalid configuration: Iceberg catalog connection field {label!r} ({field}): key {key!r} looks "
+        f"like a secret, and Airflow shows {label} in clear in the UI and REST API (it masks only some "
+        f"key names there, and none inside a JSON string); move it to Secret properties (JSON) "
+        f"(secret_properties) as {target!r}"
     )
     assert "s3cr3t-value" not in message

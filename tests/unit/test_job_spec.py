@@ -348,3 +348,39 @@ def test_queries_that_only_mention_those_words_are_accepted(query):
 def test_statements_in_conditions_and_filters_are_refused_before_spark(spec):
     with pytest.raises(InvalidSpecError, match="a statement that changes data"):
         spec.validated()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    ["table", "order_id INT, order_date DATE, amount DECIMAL(10,2)", "`order date` date, tags ARRAY<STRING>",
+     "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"],
+)
+def test_source_schema_round_trips_through_argv_for_writes_and_merges(schema):
+    from airflow_iceberg.jobs.action_specs import MergeSpec
+
+    source = Source(path="/in", format="json", schema=schema)
+    for spec in (WriteSpec("db.t", "append", source), MergeSpec("db.t", source=source, keys=("order_id",))):
+        request = JobRequest(spec=spec.validated())
+        assert parse_argv(request.to_argv()).spec.source.schema == schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("order_id, order_date DATE", r"column 'order_id' is not 'name TYPE'"),
+        ("order_date DAT", r"column 'order_date DAT' is not 'name TYPE'"),
+        ("id INT; DROP TABLE t", "must be column definitions only"),
+        (" , ", "source_schema is empty"),
+    ],
+)
+def test_a_bad_source_schema_is_refused_before_spark_with_the_right_form(schema, message):
+    with pytest.raises(InvalidSpecError, match=message) as error:
+        WriteSpec("db.t", "append", Source(path="/in", format="json", schema=schema)).validated()
+    assert "order_id INT, order_date DATE" in str(error.value) or "empty" in message
+
+
+def test_source_schema_is_for_files_and_table_is_not_for_a_new_table():
+    with pytest.raises(InvalidSpecError, match="source_schema applies only to a file source"):
+        WriteSpec("db.t", "append", Source(query="SELECT 1 AS id", schema="id INT")).validated()
+    with pytest.raises(InvalidSpecError, match="mode 'create' makes a new one"):
+        WriteSpec("db.t", "create", Source(path="/in", format="json", schema="table")).validated()

@@ -240,7 +240,7 @@ def test_a_connection_whose_catalog_cannot_be_named_fails_before_spark_starts(ic
     ):
         op.execute({"outlet_events": OutletEventAccessors()})
     assert "iceberg.db.t: cannot name its asset, so nothing was run" in str(raised.value)
-    assert "field 'host'" in str(raised.value) and "'90a83'" in str(raised.value)
+    assert "field 'URI' (host)" in str(raised.value) and "'90a83'" in str(raised.value)
     never.assert_not_called()
 
 

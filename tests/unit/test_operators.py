@@ -363,7 +363,7 @@ def test_bad_connection_fails_before_spark_starts(iceberg_connection, spark_conn
     op = IcebergAppendOperator(task_id="t", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1")
     with (
         mock.patch.object(SparkSubmitOperator, "execute") as submit,
-        pytest.raises(InvalidCatalogConfigError, match="'warehouse': is required"),
+        pytest.raises(InvalidCatalogConfigError, match=r"'Warehouse' \(warehouse\): is required"),
     ):
         op.execute({"ti": _ti()})
     submit.assert_not_called()
@@ -388,8 +388,8 @@ def test_a_secret_airflow_shows_in_clear_fails_before_spark_starts(
     ):
         op.execute({"ti": _ti()})
     submit.assert_not_called()
-    assert f"field {field!r}: key {key!r} looks like a secret" in str(refused.value)
-    assert "move it to secret_properties (Secret properties)" in str(refused.value)
+    assert f"({field}): key {key!r} looks like a secret" in str(refused.value)
+    assert "move it to Secret properties (JSON) (secret_properties)" in str(refused.value)
     assert "SENTINEL" not in str(refused.value)
 
 
@@ -472,3 +472,24 @@ def test_non_idempotent_writes_get_a_fresh_commit_id_every_try(jdbc_catalog):
             ids.append(seen["argv"][seen["argv"].index("--commit-id") + 1])
     assert "--reuse-commit" not in seen["argv"]
     assert ids[0] != ids[1] and all(len(i) == 32 for i in ids)
+
+
+def test_source_schema_is_templated_and_reaches_the_job_for_writes_and_merges():
+    from airflow_iceberg.operators import IcebergMergeOperator
+
+    with DAG("schema_dag", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+        append = IcebergAppendOperator(
+            task_id="append", table="db.t", source_path="/in/{{ ds }}", source_format="json",
+            source_schema="{{ params.schema }}",
+        )
+        merge = IcebergMergeOperator(
+            task_id="merge", table="db.t", source_path="/in", source_format="json", source_schema="table",
+            keys=["id"],
+        )
+    append.render_template_fields(
+        context={"ti": _ti(), "ds": "2024-01-02", "params": {"schema": "id INT, day DATE"}}
+    )
+    for op, schema in ((append, "id INT, day DATE"), (merge, "table")):
+        assert "source_schema" in op.template_fields
+        request = JobRequest(spec=op.build_spec().validated())
+        assert parse_argv(request.to_argv()).spec.source.schema == schema

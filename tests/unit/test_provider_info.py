@@ -70,3 +70,21 @@ def test_form_fields_fit_the_airflow_3_3_ui():
     editors = {name for name, spec in CONN_FIELDS.items() if "object" in spec["schema"]["type"]}
     assert editors == {"catalog_properties", "secret_properties", "hadoop_properties"}
     assert CONN_FIELDS["cache_enabled"]["schema"]["enum"] == ["true", "false"]  # unset = Iceberg's default
+
+
+def test_the_form_asks_in_the_order_a_person_fills_it_in():
+    """Type, warehouse, name first; then credentials, properties and the runtime, each a section."""
+    from airflow_iceberg.get_provider_info import CONN_FIELDS, CREDENTIALS, PROPERTIES, RUNTIME
+
+    sections = [spec["schema"].get("section", "Extra Fields") for spec in CONN_FIELDS.values()]
+    assert list(CONN_FIELDS)[:3] == ["catalog_type", "warehouse", "catalog_name"]
+    assert list(dict.fromkeys(sections)) == ["Extra Fields", CREDENTIALS, PROPERTIES, RUNTIME]
+    assert sections == sorted(sections, key=list(dict.fromkeys(sections)).index)  # no section split up
+    for name in ("catalog_properties", "secret_properties", "hadoop_properties"):
+        assert "Paste a whole JSON object" in CONN_FIELDS[name]["description"]
+
+
+def test_standard_fields_have_one_line_labels_and_port_says_what_test_needs():
+    behaviour = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
+    assert behaviour["relabeling"] == {"host": "URI"}  # Login, Password, Port keep Airflow's short labels
+    assert "0" in behaviour["placeholders"]["port"] and "Test" in behaviour["placeholders"]["port"]
