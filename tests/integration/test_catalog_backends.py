@@ -159,7 +159,10 @@ def test_example_dag_history_seen_by_pyiceberg(backend_run):
 def test_runtime_travels_as_packages_by_default_and_as_a_local_jar_when_set(backend_run):
     """REST runs the default path (Maven coordinates through --packages); the others a local jar.
 
-    The Ivy cache setup warmed (``spark.jars.ivy``) serves --packages: nothing is downloaded here.
+    Ivy resolves --packages through the cache setup warmed (``spark.jars.ivy``). Whether it also
+    downloads is not asserted: Ivy's cache is not safe for resolutions running at once (the suite
+    runs several spark-submits side by side), and one that reads another's half-written cache
+    entry downloads again, as a busy worker would (docs/cluster.md).
     """
     submits = [line for line in backend_run.output.splitlines() if "Spark-Submit cmd:" in line]
     assert submits, backend_run.output[-3000:]
@@ -168,7 +171,6 @@ def test_runtime_travels_as_packages_by_default_and_as_a_local_jar_when_set(back
         packages = f"--packages {runtime},{os.environ['ICEBERG_AWS_BUNDLE_COORDINATE']}"
         assert all(packages in line and "--jars" not in line for line in submits), submits[0]
         assert f"found org.apache.iceberg#{runtime.split(':')[1]};" in backend_run.output
-        assert "downloading https://" not in backend_run.output
     else:
         assert all(f"--jars {runtime_jar}" in line and "--packages" not in line for line in submits)
 

@@ -37,6 +37,8 @@ from tests.integration.process_sampler import CommandLineSampler
 SENTINELS = ("SENTINEL-PW-5c1e", "SENTINEL-RAT-9b2d", "SENTINEL-S3A-77aa")
 #: An Airflow variable in the worker's environment, which spark-submit must not inherit.
 VARIABLE_SENTINEL = "SENTINEL-VARIABLE-0e4f"
+#: A variable of the worker that is not Airflow's: it must reach spark-submit and the driver.
+KEPT_PROBE = "kept-by-spark-submit-7d21"
 SECRET_KEYS = ("jdbc.pw", "rest.auth.token", "hadoop.fs.s3a.secret.key")
 SQLITE_JDBC = "/usr/share/java/sqlite-jdbc.jar"
 SPARK_SUBMIT_JVM = "org.apache.spark.deploy.SparkSubmit"
@@ -84,7 +86,11 @@ def secret_run(airflow_runner, tmp_path_factory):
             "iceberg_daily_orders",
             "2024-01-03",
             connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
-            env={"SPARK_CONF_DIR": str(conf_dir), "AIRFLOW_VAR_SECRETS_PROBE": VARIABLE_SENTINEL},
+            env={
+                "SPARK_CONF_DIR": str(conf_dir),
+                "AIRFLOW_VAR_SECRETS_PROBE": VARIABLE_SENTINEL,
+                "KEPT_PROBE": KEPT_PROBE,  # any other variable of the worker's reaches Spark
+            },
         )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
     return {
@@ -132,7 +138,7 @@ def test_spark_submit_and_the_driver_inherit_none_of_airflows_variables(secret_r
         assert [key for key in environment if key.startswith(("AIRFLOW", "_AIRFLOW"))] == []
         for sentinel in (*SENTINELS, VARIABLE_SENTINEL):
             assert not [key for key, value in environment.items() if sentinel in value], sentinel
-        assert os.environ["PYTHONPATH"] in environment["PYTHONPATH"] and environment["PATH"]
+        assert environment.get("KEPT_PROBE") == KEPT_PROBE and environment.get("PATH")
 
 
 def test_the_event_log_holds_every_secret_redacted_and_none_in_clear(secret_run):

@@ -482,6 +482,7 @@ def test_the_example_dag_over_connect_writes_the_same_history(daily_orders_over_
         "deleted_data_files",
         "total_data_files",
         "committed_at",
+        "record_count_change",
         "summary",
     }
     before = load_table(warehouse, "db.orders_before_correction")
@@ -767,26 +768,26 @@ def test_per_task_s3a_keys_leak_between_sessions_so_the_operators_refuse_them(
     assert s3_objects(rest, buckets["tasks"]) == {}
 
 
-def test_s3fileio_keys_stay_per_task_and_a_403_is_named_as_the_root_cause(
-    spark_connect_server, rest_catalog, monkeypatch
+def test_a_wrong_server_held_s3_key_fails_with_s3s_403_named_and_leaves_the_table_alone(
+    spark_connect_server, own_rest_catalog, monkeypatch
 ):
-    """The way out: S3FileIO's clients belong to the catalog of one session. Right after a task
-    with the right keys wrote a table, a task with a wrong S3 secret can neither read nor write
-    it; a create with the wrong secret names S3's 403 under Spark's "Failed to close current
-    writer", which alone says nothing."""
-    import copy
-
+    """S3FileIO's clients belong to one catalog of one session: right after a task on catalog
+    ``rest`` wrote a table, a task on ``rest_wrong_s3`` (the same REST catalog, with a wrong S3
+    secret key held by the server) can neither read nor write it; a create there names S3's 403
+    under Spark's "Failed to close current writer", which alone says nothing."""
     from airflow_iceberg.operators import (
         IcebergAppendOperator,
         IcebergCreateTableOperator,
         IcebergTimeTravelReadOperator,
     )
     from tests.integration.catalog_connections import rest_reader, rest_spark_connection
+    from tests.servers.connect_catalog_secrets import WRONG_S3_SECRET
 
-    rest, namespace = rest_catalog, f"connect_keys_{uuid.uuid4().hex[:8]}"
+    rest, namespace = own_rest_catalog, f"connect_keys_{uuid.uuid4().hex[:8]}"
     right = rest_spark_connection(rest, packages=False)
-    wrong = copy.deepcopy(right)
-    wrong["extra"]["catalog_properties"]["s3.secret-access-key"] = "WRONG-S3-SECRET"
+    wrong = rest_spark_connection(rest, packages=False, catalog_name="rest_wrong_s3")
+    for connection in (right, wrong):  # their secrets are the server's (connect_catalog_secrets.py)
+        connection["extra"]["connect_server_credentials"] = True
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
     monkeypatch.setenv("AIRFLOW_CONN_RIGHT_KEYS", json.dumps(right))
     monkeypatch.setenv("AIRFLOW_CONN_WRONG_KEYS", json.dumps(wrong))
@@ -823,11 +824,20 @@ def test_s3fileio_keys_stay_per_task_and_a_403_is_named_as_the_root_cause(
             )
         )
     message = str(create_failed.value)
-    assert message.startswith(f"rest.{namespace}.other: SparkException: Job aborted due to stage failure")
+    assert message.startswith(
+        f"rest_wrong_s3.{namespace}.other: SparkException: Job aborted due to stage failure"
+    )
     assert "Failed to close current writer (caused by S3Exception: " in message
     assert "Status Code: 403" in message
-    assert "WRONG-S3-SECRET" not in message
+    assert WRONG_S3_SECRET not in message
     assert not reader.table_exists(f"{namespace}.other")
+    # the right catalog still works after the wrong one's failures: its S3 clients are its own
+    appended = execute(
+        IcebergAppendOperator(
+            task_id="append_right", source_query=ROWS, table=table, iceberg_conn_id="right_keys"
+        )
+    )
+    assert reader.load_table(table).current_snapshot().snapshot_id == appended["snapshot_id"]
 
 
 def test_a_session_the_server_drops_under_a_running_task_fails_it_saying_what_happened(

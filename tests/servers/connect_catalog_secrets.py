@@ -9,7 +9,9 @@ of the test catalogs that have any:
   harmless-named ``jdbc.pw``, and two Secret properties: S3FileIO's key, since per-task Hadoop
   file-system settings are refused over Connect), which the tests look for everywhere;
 - ``rest``: the OAuth2 credential and S3 keys of a SeaweedFS REST catalog started with
-  :data:`REST_SECRET_KEY` (the story DAGs' own).
+  :data:`REST_SECRET_KEY` (the story DAGs' own);
+- ``rest_wrong_s3``: the same catalog's OAuth2 credential with a wrong S3 secret key
+  (:data:`WRONG_S3_SECRET`), for the test that S3's 403 is named as the root cause.
 
 ``spark.redaction.regex`` covers every key, ``jdbc.pw`` included, as the docs tell operators to do.
 """
@@ -25,6 +27,8 @@ DEMO_SECRETS = {
 #: The S3 secret key (and OAuth2 client secret) of the REST catalog the Connect story DAGs use.
 REST_ACCESS_KEY = "iceberg-test"
 REST_SECRET_KEY = "c0nnect-rest-9f3e1b"
+#: The S3 secret key the server holds for catalog ``rest_wrong_s3``: wrong on purpose.
+WRONG_S3_SECRET = "WRONG-S3-SECRET"
 REDACTION_REGEX = r"(?i)secret|password|token|access[.-]key|credential|jdbc[.]pw"
 
 
@@ -37,4 +41,6 @@ def server_conf() -> dict[str, str]:
     }
     conf = {f"spark.sql.catalog.demo.{key}": value for key, value in DEMO_SECRETS.items()}
     conf.update({f"spark.sql.catalog.rest.{key}": value for key, value in rest.items()})
+    wrong_s3 = {**rest, "s3.secret-access-key": WRONG_S3_SECRET}
+    conf.update({f"spark.sql.catalog.rest_wrong_s3.{key}": value for key, value in wrong_s3.items()})
     return {**conf, "spark.redaction.regex": REDACTION_REGEX}
