@@ -32,7 +32,7 @@ spark_lines() {
 spark_lines > "$job_log" 2>&1 &
 job_pid=$!
 
-pytest -q -n 2 --dist loadfile --durations=25 --ignore "$SPARK4_STORIES" $AIRFLOW_SIDE
+pytest -q -n 2 --dist loadfile --durations=60 --ignore "$SPARK4_STORIES" $AIRFLOW_SIDE
 airflow_side=$?
 
 wait "$job_pid"
