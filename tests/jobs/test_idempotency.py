@@ -168,3 +168,18 @@ def test_past_the_walk_limit_the_lookup_still_searches_only_the_refs_history(spa
     assert find_commit(spark, table, "rolled-back") is None
     assert find_commit(spark, table, "never") is None
     assert find_commit(spark, table, "newer")["parent_snapshot_id"] == old["snapshot_id"] != base
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite_partitions"])
+def test_a_retry_finds_its_commit_under_another_writers_later_commit(spark, lake, table, mode):
+    """The earlier try's commit is no longer the head: the lookup walks back from it, in the driver."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = write_table(spark, write_spec(table, mode, ROWS), commit_id=TRY_KEY, reuse_commit=True)
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))  # another writer
+    committed = lake.state(table)
+
+    retried = write_table(spark, write_spec(table, mode, ROWS), commit_id=TRY_KEY, reuse_commit=True)
+
+    assert lake.state(table) == committed
+    assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == first["snapshot_id"]
+    assert lake.ids(table) == ([1, 1, 2, 2, 3] if mode == "append" else [1, 2, 3])

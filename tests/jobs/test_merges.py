@@ -262,3 +262,25 @@ def test_merge_and_delete_counts_say_how_many_rows_went_on_both_modes(spark, lak
             assert (deleted["deleted_records"], deleted["added_records"]) == (went, 0)
     assert lake.rows(table) == []
     assert deleted["summary"] == {k: v for k, v in lake.summary(table).items() if k != "operation"}
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_merge_and_a_delete_are_one_commit_each_and_their_retries_change_nothing(spark, lake, table, mode):
+    _table(spark, table, mode)
+    merge = _merge(table, CHANGES, keys=("id",), clauses=CDC_CLAUSES)
+    delete = action_specs.DeleteSpec(table, condition="id = 2").validated()
+    made = []
+    for action, spec, commit_id in ((merge_into, merge, "cdc:merge"), (delete_from, delete, "cdc:delete")):
+        before = {s.snapshot_id for s in lake.snapshots(table)}
+        result = action(spark, spec, commit_id=commit_id, reuse_commit=True)
+        assert [s.snapshot_id for s in lake.snapshots(table) if s.snapshot_id not in before] == [
+            result["snapshot_id"]
+        ]
+        made.append(result["snapshot_id"])
+    state, rows = lake.state(table), lake.rows(table)
+    assert [(r["id"], r["name"]) for r in rows] == [(1, "ANN"), (4, "dee")]
+
+    for action, spec, commit_id in ((merge_into, merge, "cdc:merge"), (delete_from, delete, "cdc:delete")):
+        retried = action(spark, spec, commit_id=commit_id, reuse_commit=True)
+        assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] in made
+    assert (lake.state(table), lake.rows(table)) == (state, rows)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from airflow_iceberg.jobs import writes
 from airflow_iceberg.jobs.iceberg_job import describe_error
 from airflow_iceberg.jobs.table_state import SnapshotNotFoundError
 from airflow_iceberg.jobs.writes import write_table
@@ -163,6 +164,26 @@ def test_serializable_isolation_rejects_a_concurrent_append_and_commits_nothing(
     assert lake.state(table) == before
 
 
+def test_a_refused_overwrite_is_refused_again_by_its_retry_until_given_a_newer_snapshot(spark, lake, raced):
+    table, base = raced
+    before = lake.state(table)
+
+    def correction(validate_from: int):
+        options = {"isolation-level": "serializable", "validate-from-snapshot-id": str(validate_from)}
+        return write_spec(
+            table, "overwrite_partitions", values_query([(20, "b")], "id, part"), write_options=options
+        )
+
+    for _ in ("the try", "Airflow's retry of it"):
+        with pytest.raises(Exception) as raised:
+            write_table(spark, correction(base), commit_id="correct:b", reuse_commit=True)
+        assert describe_error(raised.value).startswith("ValidationException: Found conflicting files")
+        assert lake.state(table) == before
+
+    write_table(spark, correction(lake.current_snapshot_id(table)), commit_id="correct:b", reuse_commit=True)
+    assert [(r["id"], r["part"]) for r in lake.rows(table)] == [(1, "a"), (20, "b")]
+
+
 @pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
 def test_snapshot_isolation_allows_a_concurrent_append(spark, lake, raced, mode):
     table, base = raced
@@ -210,3 +231,58 @@ def test_unknown_validate_from_snapshot_is_caught_before_writing(spark, lake, ra
             ),
         )
     assert lake.state(table) == before
+
+
+def _another_writer_commits_while_the_job_runs(monkeypatch, spark, table: str, row: str) -> None:
+    """The next write's source, once read, is followed by another writer's commit of ``row``."""
+    load_source = writes.load_source
+
+    def load_then_another_writer_commits(*args, **kwargs):
+        frame = load_source(*args, **kwargs)
+        monkeypatch.setattr(writes, "load_source", load_source)  # one commit, for the next write only
+        spark.sql(f"INSERT INTO {table} VALUES {row}")
+        return frame
+
+    monkeypatch.setattr(writes, "load_source", load_then_another_writer_commits)
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
+def test_isolation_level_alone_fails_a_write_only_when_a_conflict_lands_while_it_runs(
+    spark, lake, table, mode, monkeypatch
+):
+    """No validate-from-snapshot-id: the job pins it to main's head before it reads its source."""
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=("part",)))
+    spec = write_spec(
+        table,
+        mode,
+        values_query([(20, "b")], "id, part"),
+        condition="part = 'b'" if mode == "overwrite" else None,
+        write_options={"isolation-level": "serializable"},
+    )
+    write_table(spark, spec)  # nothing landed meanwhile: the overwritten rows' own files are no conflict
+    assert [(r["id"], r["part"]) for r in lake.rows(table)] == [(1, "a"), (20, "b")]
+    head = lake.current_snapshot_id(table)
+
+    _another_writer_commits_while_the_job_runs(monkeypatch, spark, table, "(3, 'b')")
+    with pytest.raises(Exception) as raised:
+        write_table(spark, spec)
+
+    assert describe_error(raised.value).startswith("ValidationException: Found conflicting files")
+    [landed] = [s for s in lake.snapshots(table) if s.parent_snapshot_id == head]
+    assert lake.current_snapshot_id(table) == landed.snapshot_id  # only the other writer's commit
+    assert [(r["id"], r["part"]) for r in lake.rows(table)] == [(1, "a"), (3, "b"), (20, "b")]
+
+
+def test_by_default_an_overwrite_commits_over_a_change_that_landed_while_it_ran(
+    spark, lake, table, monkeypatch
+):
+    """Last writer wins: without isolation-level nothing is validated."""
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=("part",)))
+    _another_writer_commits_while_the_job_runs(monkeypatch, spark, table, "(3, 'b')")
+
+    correction = values_query([(20, "b")], "id, part")
+    result = write_table(spark, write_spec(table, "overwrite_partitions", correction))
+
+    landed = lake.snapshot(table, result["parent_snapshot_id"])
+    assert lake.summary(table, landed.snapshot_id)["operation"] == "append"  # the other writer's, under it
+    assert [(r["id"], r["part"]) for r in lake.rows(table)] == [(1, "a"), (20, "b")]  # its row replaced
