@@ -166,3 +166,24 @@ def test_a_hand_written_warehouse_with_a_plus_is_the_operators_warehouse():
     operator = _uri({"catalog_type": "rest", "warehouse": "team+prod"}, "http://rest:8181")
     assert Asset(operator).uri == operator  # the operator's own URI is stable
     assert iceberg_asset("iceberg://rest/db/orders?uri=http://rest:8181&warehouse=team+prod").uri == operator
+
+
+# --------------------------------------------------------------------------- aliases of templated tables
+
+
+def test_the_alias_of_a_templated_table_is_not_shared_by_unrelated_producers():
+    """The docs: to schedule on "whatever this task writes", use ``AssetAlias("iceberg-table:
+    my_conn:db.{{ params.table }}")``. An alias is global by name in Airflow, and the name is the
+    connection and the template *text*: every task of every DAG built from the same template (a
+    DAG factory, a shared default) declares the same alias. A commit of ``db.refunds`` by one DAG
+    then triggers the consumer of another DAG's ``db.orders``."""
+    from airflow.sdk import DAG
+
+    aliases = []
+    for dag_id, table in (("load_orders", "orders"), ("load_refunds", "refunds")):
+        with DAG(dag_id, schedule=None, params={"table": table}):
+            task = IcebergAppendOperator(
+                task_id="load", table="db.{{ params.table }}", iceberg_conn_id="lake", source_query="SELECT 1"
+            )
+        aliases.append(task.outlets[0])
+    assert aliases[0] != aliases[1]
