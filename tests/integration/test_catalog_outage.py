@@ -74,7 +74,9 @@ def test_the_trigger_waits_out_a_catalog_outage_and_reports_the_commit_made_afte
             waiting = asyncio.ensure_future(trigger.run().__anext__())
             await _until(lambda: len(warnings(logs)) >= 2 or waiting.done(), "two failed polls")
             assert not waiting.done(), waiting.exception()  # still waiting, not failed
-            await asyncio.to_thread(postgres_server.resume)
+            # on this thread, not a worker's: the server's PR_SET_PDEATHSIG would kill it when
+            # the worker thread exits at the end of asyncio.run(), under the next test
+            postgres_server.resume()
             # a writer that was not connected during the outage, as a writer after it would be
             after = postgres_reader(postgres_server, warehouse, catalog_name="outage").load_table("db.events")
             await asyncio.to_thread(after.append, _rows(2))
