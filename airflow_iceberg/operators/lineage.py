@@ -167,6 +167,40 @@ class TableLineageMixin:
         dag_id, task_id = self.dag_id, self.task_id  # type: ignore[attr-defined]
         return table_alias_name(self.iceberg_conn_id, table, dag_id, task_id)
 
+    def _convert__dag(self, dag: Any) -> Any:
+        """Airflow's hook when the task is given its DAG: rename a templated table's alias after it.
+
+        ``with DAG(...)`` and ``dag=`` set the DAG before the aliases are declared, but a task made
+        outside a DAG and added later (``dag.add_task(task)``, ``task.dag = dag``) was named
+        ``adhoc_<owner>`` when its aliases were declared; every such task would share them.
+        """
+        dag = super()._convert__dag(dag)  # type: ignore[misc]
+        if dag is not None and hasattr(self, "table_alias_names"):
+            self.rename_task_aliases(f"@{self.dag_id}:", f"@{dag.dag_id}:")  # type: ignore[attr-defined]
+        return dag
+
+    def rename_task_aliases(self, old: str, new: str) -> None:
+        """Rename this task's own aliases (a templated table's, ``...@<dag id>:<task id>``)."""
+        from airflow.sdk import AssetAlias
+
+        suffix = self.task_id  # type: ignore[attr-defined]
+
+        def renamed(name: str) -> str:
+            if name.startswith(f"{ALIAS_PREFIX}:") and name.endswith(f"{old}{suffix}"):
+                return name[: -len(old + suffix)] + new + suffix
+            return name
+
+        def aliases(items: list[Any]) -> list[Any]:
+            return [
+                AssetAlias(renamed(item.name)) if isinstance(item, AssetAlias) else item for item in items
+            ]
+
+        if old == new:
+            return
+        self.table_alias_names = [renamed(name) for name in self.table_alias_names]
+        self.inlets = aliases(list(self.inlets))
+        self.outlets = aliases(list(self.outlets))
+
     def written_tables(self) -> list[str]:
         """The tables this task commits to, as given (maybe templates); see :meth:`declare_written_table`."""
         return [self.table] if self.writes_table else []

@@ -353,3 +353,21 @@ def test_the_alias_of_a_templated_table_is_not_shared_by_unrelated_producers():
     assert aliases[0][0] != aliases[1][0] and aliases[0][1] != aliases[1][1]
     assert aliases[0][0] == AssetAlias("iceberg-table:lake:db.{{ params.table }}@load_orders:load")
     assert plain[0] == plain[1] == AssetAlias("iceberg-table:lake:db.fixed")
+
+
+def test_a_templated_tables_alias_is_named_after_a_dag_the_task_joins_later():
+    """A DAG factory may make its tasks first and add them to the DAG after (``dag.add_task``,
+    ``task.dag = dag``). The alias was then named after ``adhoc_<owner>``, one name for every such
+    task: it must be renamed after the DAG the task joins, in the outlets and the inlets alike."""
+    written = IcebergAppendOperator(
+        task_id="load", table="db.{{ params.table }}", iceberg_conn_id="lake", source_query="SELECT 1"
+    )
+    read = IcebergTimeTravelReadOperator(
+        task_id="read", table="db.{{ params.table }}", iceberg_conn_id="lake", snapshot_id=1
+    )
+    dag = DAG("made_later", schedule=None)
+    dag.add_task(written)
+    read.dag = dag
+    assert written.outlets == [AssetAlias("iceberg-table:lake:db.{{ params.table }}@made_later:load")]
+    assert written.table_alias_names == ["iceberg-table:lake:db.{{ params.table }}@made_later:load"]
+    assert read.inlets == [AssetAlias("iceberg-table:lake:db.{{ params.table }}@made_later:read")]
