@@ -11,9 +11,11 @@ type       identity (query parameters)
 hadoop     ``warehouse`` (the table lives under it)
 hive       ``uri`` (the metastore), or ``warehouse`` when the URI comes from hive-site.xml
 rest       ``uri`` and, when set, ``warehouse`` (one REST server can serve many)
-jdbc       ``uri`` (the database, without its parameters) and ``catalog``: JdbcCatalog
-           keys its rows by the catalog name, so two names on one database are two catalogs
-glue       ``id`` (catalog id / account), ``region`` and ``endpoint`` when set, else ``warehouse``
+jdbc       ``uri`` (the database, and the parameters that choose its schema) and ``catalog``:
+           JdbcCatalog keys its rows by the catalog name, so two names on one database are two
+glue       ``id`` (catalog id / account) and ``region``, ``endpoint`` when set; ``warehouse``
+           too unless both id and region are set (then the account or the region is the
+           environment's, and the warehouse keeps two such catalogs apart)
 nessie     ``uri`` and ``ref`` (the branch: another ref is another version of every table)
 custom     ``impl`` (the catalog-impl class), ``uri`` and ``warehouse`` when set
 =========  ==========================================================================
@@ -23,8 +25,10 @@ the OpenLineage names share: scheme, host, port (the default one made explicit) 
 user info, query string or fragment, so credentials a user put into a URI never reach an asset,
 and a list of Hive metastores is one catalog whatever its order. Hive and Glue store names in
 lower case, so their namespace and table are lower-cased. Query parameters are sorted and
-percent-encoded, which is the form Airflow normalises every asset URI to, so
-:func:`table_asset_uri` and ``Asset("iceberg://...")`` written by hand agree.
+percent-encoded (a space is ``%20``, a ``+`` is ``%2B``), a form Airflow's own normalisation keeps,
+so :func:`table_asset_uri` and ``Asset("iceberg://...")`` written by hand agree. A hand-written
+``+`` is a space to ``Asset()`` (Airflow decodes the query as a form) and a ``+`` to
+:func:`iceberg_asset`, which reads it as written.
 
 This module is pure and light (no Airflow, pyiceberg or pyspark import at module level): Airflow
 calls :func:`sanitize_uri` whenever a DAG file creates an ``iceberg://`` asset.
@@ -111,14 +115,13 @@ def catalog_identity(config: CatalogConfig) -> tuple[str, dict[str, str]]:
         identity = {"uri": uri, "warehouse": config.warehouse.strip() if config.warehouse else None}
     elif kind == "jdbc":
         identity = {"uri": uri, "catalog": config.catalog_name}
-    elif kind == "glue":
+    elif kind == "glue":  # without an id or a region, the credentials' account or the environment's region
         identity = {
             "id": _first(props, _GLUE_ID_KEYS),
             "region": _first(props, _GLUE_REGION_KEYS),
             "endpoint": _normalized(normalize_uri, _first(props, _GLUE_ENDPOINT_KEYS), "catalog_properties"),
         }
-        if not any(identity.values()):
-            identity = {"warehouse": warehouse}
+        identity = glue_identity(identity, warehouse)
     elif kind == "nessie":
         identity = {"uri": uri, "ref": props.get("ref") or "main"}
     else:
@@ -140,10 +143,29 @@ def table_parts(kind: str, parts: Sequence[str]) -> list[str]:
     return [part.lower() for part in parts] if kind in CASE_FOLDING_KINDS else list(parts)
 
 
+def glue_identity(identity: Mapping[str, str | None], warehouse: str | None) -> dict[str, str | None]:
+    """A Glue catalog's identity: id and region when both are known, else the warehouse as well.
+
+    A Glue catalog is one account's in one region. Without ``glue.id`` it is the account of the
+    credentials, without a region the one the environment names; neither is in the connection,
+    so the warehouse is kept too, and two such catalogs with different warehouses stay apart.
+    """
+    identity = dict(identity)
+    if identity.get("id") and identity.get("region"):
+        identity.pop("warehouse", None)
+    else:
+        identity["warehouse"] = warehouse
+    return identity
+
+
 def build_uri(kind: str, parts: Sequence[str], identity: Mapping[str, str]) -> str:
-    """``iceberg://kind/ns/.../table?identity``, in the form Airflow normalises asset URIs to."""
+    """``iceberg://kind/ns/.../table?identity``, in a form Airflow's normalisation leaves as it is.
+
+    Values are percent-encoded throughout (``%20``, never ``+``, for a space), so a ``+`` in the
+    URI is never a space, whichever way it is read.
+    """
     path = "/" + "/".join(urllib.parse.quote(part, safe="") for part in table_parts(kind, parts))
-    query = urllib.parse.urlencode(sorted(identity.items()))
+    query = urllib.parse.urlencode(sorted(identity.items()), quote_via=urllib.parse.quote)
     return urllib.parse.urlunsplit((SCHEME, kind, path, query, ""))
 
 
@@ -185,6 +207,8 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     for alternatives in _REQUIRED[kind]:
         if not any(params.get(name) for name in alternatives):
             raise ValueError(f"iceberg asset URI of a {kind} catalog needs {' or '.join(alternatives)}")
+    if kind == "glue":
+        params = _glue_params(params)
     if "uri" in params:
         params["uri"] = normalize_uri(params["uri"])
     if "endpoint" in params:
@@ -196,12 +220,26 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     return uri._replace(netloc=canonical.netloc, path=canonical.path, query=canonical.query, fragment="")
 
 
+def _glue_params(params: dict[str, str]) -> dict[str, str]:
+    """A hand-written Glue identity as the operators name it (:func:`glue_identity`)."""
+    if not (params.get("id") and params.get("region")) and not params.get("warehouse"):
+        raise ValueError(
+            "iceberg asset URI of a glue catalog needs id and region, or warehouse "
+            "(without both, the operators name the catalog by its warehouse too)"
+        )
+    return {key: value for key, value in glue_identity(params, params.get("warehouse")).items() if value}
+
+
 def canonical_uri(uri: str) -> str:
-    """The canonical form of a hand-written ``iceberg://`` URI (what Airflow stores as its ``uri``)."""
+    """The canonical form of a hand-written ``iceberg://`` URI (what Airflow stores as its ``uri``).
+
+    Query values are percent-decoded and a ``+`` stays a ``+`` (``warehouse=team+prod`` is the
+    warehouse ``team+prod``), as a URI written by hand means it; write a space as ``%20``.
+    """
     parsed = urllib.parse.urlsplit(uri.strip())
     if parsed.scheme.lower() != SCHEME:
         raise ValueError(f"not an iceberg asset URI: {uri!r}")
-    query = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(parsed.query)))
+    query = urllib.parse.urlencode(sorted(_query_as_written(parsed.query)))
     parsed = parsed._replace(scheme=SCHEME, path=parsed.path.rstrip("/"), query=query, fragment="")
     return urllib.parse.urlunsplit(sanitize_uri(parsed))
 
@@ -286,6 +324,12 @@ def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]
         extras.pop("warehouse", None)
     suffix = "?" + urllib.parse.urlencode(sorted(extras.items())) if extras else ""
     return f"{base}{suffix}", name
+
+
+def _query_as_written(query: str) -> list[tuple[str, str]]:
+    """``k=v&...`` percent-decoded, ``+`` kept: RFC 3986 reads a query so, where a form reads a space."""
+    pairs = (pair.partition("=") for pair in query.split("&") if pair)
+    return [(urllib.parse.unquote(key), urllib.parse.unquote(value)) for key, _, value in pairs if value]
 
 
 def _first(props: Mapping[str, str], keys: Sequence[str]) -> str | None:

@@ -9,7 +9,10 @@ where the spec says nothing, openlineage-spark (``FilesystemDatasetUtils``, whic
 tables when Spark's own OpenLineage listener runs):
 
 - Schemes and host names are lower-cased. S3 and GCS bucket names are kept as written: they are
-  not DNS names to the file system, and S3 buckets made before 2018 may hold upper case.
+  not DNS names to the file system, and S3 buckets made before 2018 may hold upper case. A host
+  has one spelling: an IP address in its shortest form (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), no
+  trailing dot (``ms.example.com.`` is ``ms.example.com``), a non-ASCII name in its IDNA
+  (punycode) form, as DNS resolves it (``métastore`` is ``xn--mtastore-b1a``).
 - A scheme's default port is made explicit: ``thrift://ms`` is ``thrift://ms:9083``,
   ``jdbc:postgresql://db/x`` is ``jdbc:postgresql://db:5432/x``. OpenLineage names a service by
   host *and* port (``hive://{host}:{port}``, ``postgres://{host}:{port}``,
@@ -17,8 +20,14 @@ tables when Spark's own OpenLineage listener runs):
   connection wrote it; dropping default ports instead would leave those names without one.
   (HDFS treats ``hdfs://nn`` and ``hdfs://nn:8020`` alike, HA nameservices included.)
 - User info, query strings and fragments are dropped: they hold credentials and client options,
-  not what the service is. The one exception is ``abfss://container@account...`` and
-  ``wasbs://container@account...``, where the part before ``@`` is the container.
+  not what the service is. The one exception is ``abfss://container@account...``,
+  ``wasbs://container@account...`` and ``oci://bucket@namespace...``, where the part before
+  ``@`` is the container or bucket.
+- A JDBC URL is read as its driver reads it (:mod:`airflow_iceberg.jdbc_urls`) and named by its
+  driver, hosts, ports, database and the properties that choose the database or schema
+  (``currentSchema`` ...), nothing else: ``jdbc:postgresql:db`` is
+  ``jdbc:postgresql://localhost:5432/db``, a failover mode (``jdbc:mysql:loadbalance://``) is
+  dropped, and Oracle's ``user/password@`` never reaches a name.
 - ``s3a://`` and ``s3n://`` are ``s3://``; ``abfs://`` is ``abfss://`` and ``wasb://`` is
   ``wasbs://`` (the same data without TLS), as OpenLineage names them.
 - A local path is a ``file:`` URI: ``/wh``, ``file:/wh`` and ``file:///wh`` are ``file:///wh``.
@@ -36,9 +45,14 @@ creates an ``iceberg://`` asset.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 import urllib.parse
 from collections.abc import Sequence
+
+from airflow_iceberg.catalog.secret_detection import display_uri
+from airflow_iceberg.jdbc_urls import JdbcUrl, parse_jdbc_url, schema_properties
 
 #: Ports a client uses when a URI names none, by scheme (for JDBC: by driver).
 DEFAULT_PORTS = {
@@ -50,19 +64,19 @@ DEFAULT_PORTS = {
     "mysql": 3306,
     "mariadb": 3306,
     "sqlserver": 1433,
+    "oracle": 1521,
 }
 #: Schemes that address the same data as another one, and that one.
 SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfs": "abfss", "wasb": "wasbs"}
 #: Object stores: OpenLineage names their objects without a leading slash (``s3://bucket``, ``wh/t``).
 OBJECT_STORES = ("s3", "gs", "abfss", "wasbs")
-#: Object stores whose ``user@`` part is the container, not a credential.
-CONTAINER_STORES = ("abfss", "wasbs")
+#: Stores whose ``user@`` part is the container (Azure) or bucket (OCI), not a credential.
+CONTAINER_STORES = ("abfss", "wasbs", "oci")
 #: Object stores whose host part is a bucket name, kept as written.
 BUCKET_STORES = ("s3", "gs")
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 _LIST_SEPARATOR = re.compile(r"\s*,\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
-_SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- services
@@ -71,16 +85,16 @@ _SECRET_WORDS = re.compile(r"pass|secret|token|credential|key|auth|sig|user", re
 def normalize_uri(uri: str) -> str:
     """A service URI (or a list of them) reduced to what identifies the service.
 
-    ``jdbc:`` URLs keep their ``jdbc:<driver>:`` prefix; ``;key=value`` properties (SQL Server
-    style) are kept, sorted, except those that carry credentials. ``jdbc:sqlite:`` keeps the
-    database file's path. Raises ``ValueError`` for a port that is not a number.
+    ``jdbc:`` URLs are named by :func:`normalize_jdbc_url`. Raises ``ValueError`` for a port that
+    is not a number.
     """
-    members = [member for member in _LIST_SEPARATOR.split(uri.strip()) if member]
+    text = uri.strip()
+    if text.lower().startswith("jdbc:"):
+        return normalize_jdbc_url(text)
+    members = [member for member in _LIST_SEPARATOR.split(text) if member]
     if len(members) > 1:
         return ",".join(sorted({normalize_uri(member) for member in members}))
     text = members[0].rstrip(",") if members else ""
-    if text.lower().startswith("jdbc:"):
-        return _normalize_jdbc(text)
     parts = urllib.parse.urlsplit(text)
     if not parts.scheme and not parts.netloc:
         return parts.path.rstrip("/")
@@ -88,17 +102,57 @@ def normalize_uri(uri: str) -> str:
     return _join(parts.scheme, authority, parts.path.rstrip("/"))
 
 
-def _normalize_jdbc(text: str) -> str:
-    driver, _, rest = text[5:].partition(":")
-    driver = driver.lower()
-    if driver == "sqlite":  # a file: jdbc:sqlite:/p, jdbc:sqlite:file:/p and jdbc:sqlite:file:///p are one
-        path = rest.split("?", 1)[0]
+def normalize_jdbc_url(url: str) -> str:
+    """A JDBC URL reduced to driver, hosts, ports, database and the schema-choosing properties.
+
+    Read by :func:`airflow_iceberg.jdbc_urls.parse_jdbc_url` and written back as
+    ``jdbc:<driver>://<hosts>/<database>?<schema keys>``, hosts canonical, default ports made
+    explicit and sorted; SQL Server keeps its ``;databaseName=`` form, Oracle its
+    ``@//hosts/service`` or ``@host:port:SID`` form, an opaque name (``jdbc:derby:memory:db``)
+    stays one, and SQLite is the database file's path (``jdbc:sqlite:/p``,
+    ``jdbc:sqlite:file:/p`` and ``jdbc:sqlite:file:///p`` are one). The result reads back as
+    itself: normalising it again changes nothing.
+    """
+    jdbc = parse_jdbc_url(url)
+    if jdbc.driver == "sqlite":
+        path = jdbc.database
         if path.lower().startswith("file:"):
             path = _location_parts(path)[2]
         return f"jdbc:sqlite:{path}"
-    main, *properties = rest.split(";")
-    kept = sorted(p.strip() for p in properties if p.strip() and not _looks_secret(p.split("=", 1)[0]))
-    return ";".join([f"jdbc:{normalize_uri(f'{driver}:{main}')}", *kept])
+    hosts = _jdbc_hosts(jdbc)
+    keys = schema_properties(jdbc)
+    if jdbc.driver == "sqlserver":
+        return ";".join([f"jdbc:sqlserver://{hosts}", *(f"{key}={value}" for key, value in keys)])
+    if jdbc.driver == "oracle":
+        return f"jdbc:oracle:thin:@{_oracle_target(jdbc, hosts)}"
+    if jdbc.opaque:
+        return f"jdbc:{jdbc.driver}:{jdbc.database}" + "".join(f";{key}={value}" for key, value in keys)
+    path = f"/{jdbc.database}" if jdbc.database else ""
+    query = "&".join(f"{key}={urllib.parse.quote(value, safe=',')}" for key, value in keys)
+    return f"jdbc:{jdbc.driver}://{hosts}{path}" + (f"?{query}" if query else "")
+
+
+def _jdbc_hosts(jdbc: JdbcUrl) -> str:
+    # a named SQL Server instance (db\inst) is found through the SQL Browser, not on the default port
+    named_instance = jdbc.driver == "sqlserver" and any("\\" in host for host, _ in jdbc.hosts)
+    scheme = "" if named_instance else jdbc.driver
+    # a bad port is shown with its host only: the rest of a JDBC URL may hold credentials
+    return ",".join(sorted({host_port(scheme, h, p, f"{h}:{p}") for h, p in jdbc.hosts if h}))
+
+
+def _oracle_target(jdbc: JdbcUrl, hosts: str) -> str:
+    """``//hosts/service``, ``host:port:SID``, a descriptor for a SID on several hosts, or a TNS alias."""
+    if not hosts:
+        return jdbc.database
+    if not jdbc.database.startswith(":"):
+        return f"//{hosts}{jdbc.database}"
+    if "," not in hosts:
+        return f"{hosts}{jdbc.database}"
+    addresses = "".join(
+        f"(ADDRESS=(HOST={host})(PORT={port}))"
+        for host, _, port in (member.rpartition(":") for member in hosts.split(","))
+    )
+    return f"(DESCRIPTION={addresses}(CONNECT_DATA=(SID={jdbc.database[1:]})))"
 
 
 def hive_namespace(uri: str) -> str:
@@ -192,25 +246,58 @@ def _dataset(scheme: str, authority: str, path: str) -> tuple[str, str]:
 def _authority(scheme: str, netloc: str, written: str) -> str:
     """``host:port`` (or a sorted list of them), with the scheme's default port made explicit."""
     user, _, hosts = netloc.rpartition("@")
-    members = sorted({_host_port(scheme, host.strip(), written) for host in hosts.split(",") if host.strip()})
+    members = sorted({_member(scheme, host.strip(), written) for host in hosts.split(",") if host.strip()})
     authority = ",".join(members)
     return f"{user}@{authority}" if user and scheme in CONTAINER_STORES else authority
 
 
-def _host_port(scheme: str, text: str, written: str) -> str:
+def _member(scheme: str, text: str, written: str) -> str:
     if text.startswith("["):  # an IPv6 literal
         host, _, rest = text[1:].partition("]")
-        host, port = f"[{host.lower()}]", rest[1:] if rest.startswith(":") else rest
-    else:
-        host, _, port = text.partition(":")
-        host = host if scheme in BUCKET_STORES else host.lower()
+        return host_port(scheme, f"[{host}]", rest[1:] if rest.startswith(":") else rest, written)
+    host, _, port = text.partition(":")
+    return host_port(scheme, host, port, written)
+
+
+def host_port(scheme: str, host: str, port: str, written: str) -> str:
+    """``host:port`` with the host canonical (:func:`canonical_host`) and the scheme's default port.
+
+    ``written`` is the URI as given, for the message when the port is not a number.
+    """
+    host = canonical_host(host, keep_case=scheme in BUCKET_STORES)
+    port = port.strip()
     if port:
         if not port.isdigit():
-            raise ValueError(f"the port {port!r} in {written.strip()!r} is not a number")
+            raise ValueError(f"the port {port!r} in {display_uri(written)!r} is not a number")
         port = str(int(port))
     elif host and scheme in DEFAULT_PORTS:
         port = str(DEFAULT_PORTS[scheme])
     return f"{host}:{port}" if port else host
+
+
+def canonical_host(host: str, keep_case: bool = False) -> str:
+    """One spelling per host: IP addresses compressed, no trailing dot, lower case, IDNA (punycode).
+
+    ``keep_case`` keeps a bucket name as written (S3 and GCS buckets are not DNS names here).
+    """
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            return f"[{ipaddress.IPv6Address(text[1:-1]).compressed}]"
+        except ValueError:
+            return text.lower()
+    if keep_case:
+        return text
+    text = text.rstrip(".") or text  # an absolute name, ms.example.com., is the name
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        pass
+    text = text.lower()
+    if not text.isascii():
+        with contextlib.suppress(UnicodeError):  # not a valid DNS name: kept as written, lower-cased
+            text = text.encode("idna").decode("ascii")
+    return text
 
 
 def _join(scheme: str, authority: str, path: str) -> str:
@@ -218,7 +305,3 @@ def _join(scheme: str, authority: str, path: str) -> str:
     if authority or scheme in ("file", *OBJECT_STORES, *DEFAULT_PORTS):
         return f"{scheme}://{authority}{path}"
     return f"{scheme}:{path}"
-
-
-def _looks_secret(key: str) -> bool:
-    return bool(_SECRET_WORDS.search(key))

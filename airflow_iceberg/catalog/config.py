@@ -412,31 +412,43 @@ def _as_is(value: Any, name: str) -> Any:
 
 
 def _uri(host: str | None, port: int | None) -> str | None:
-    """The catalog URI: Host, with Port added when Host names none.
+    """The catalog URI: Host, with Port added to every host that names none.
 
-    A Port that contradicts the one in Host is an error rather than a silent choice.
+    Host may list several URIs (Hive metastores: ``thrift://a,thrift://b``) or several hosts in
+    one (``jdbc:postgresql://a,b/db``): each gets the Port. A Port that contradicts a port in
+    Host is an error rather than a silent choice.
     """
     if not host:
         return None
     if not port:
         return host
-    scheme, sep, rest = host.partition("://")
-    authority, slash, path = (rest if sep else host).partition("/")
+    members = [member.strip() for member in _URI_LIST_SEPARATOR.split(host.strip())]
+    return ",".join(_with_port(member, port) for member in members if member)
+
+
+#: A comma that starts another URI of a list (``thrift://a,thrift://b``), not another host of one.
+_URI_LIST_SEPARATOR = re.compile(r"\s*,\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def _with_port(uri: str, port: int) -> str:
+    scheme, sep, rest = uri.partition("://")
+    authority, path = re.match(r"([^/?;]*)(.*)", rest if sep else uri, re.DOTALL).groups()  # type: ignore[union-attr]
     if not sep and ":" in authority and not authority.split(":")[-1].isdigit():
         raise field_error(
-            "port", f"{port} cannot be added to {display_uri(host)!r}, which has no host:port part"
+            "port", f"{port} cannot be added to {display_uri(uri)!r}, which has no host:port part"
         )
-    named = re.search(r":([0-9]+)$", authority.split(",")[0])
-    if named:
+    hosts = []
+    for member in authority.split(","):
+        named = re.search(r":([0-9]+)$", member)
         _check(
-            int(named.group(1)) == port,
+            not named or int(named.group(1)) == port,
             "port",
-            f"{port} differs from the port in the URI {display_uri(host)!r}; "
-            f"set Port to {named.group(1)}, or to 0, which adds no port",
+            f"{port} differs from the port in the URI {display_uri(uri)!r}; "
+            f"set Port to {named.group(1) if named else port}, or to 0, which adds no port",
         )
-        return host
-    authority = f"{authority}:{port}"
-    return f"{scheme}{sep}{authority}{slash}{path}" if sep else f"{authority}{slash}{path}"
+        hosts.append(member if named or not member.strip() else f"{member}:{port}")
+    authority = ",".join(hosts)
+    return f"{scheme}{sep}{authority}{path}" if sep else f"{authority}{path}"
 
 
 def _to_bool(value: Any, name: str) -> bool:

@@ -23,11 +23,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from airflow_iceberg.catalog.config import CatalogConfig
 from airflow_iceberg.catalog.secret_detection import display_uri
 from airflow_iceberg.catalog.spark_settings import catalog_properties
+from airflow_iceberg.jdbc_urls import libpq_parameters, options_search_path, parse_jdbc_url
 from airflow_iceberg.naming import DEFAULT_PORTS  # ports assumed when a URI names none
 
 #: Seconds for each connect or call.
@@ -270,24 +271,22 @@ def _sqlite_tables(path: str) -> str:
 
 
 def _postgres_probe(config: CatalogConfig) -> Probe:
-    uri = str(config.uri)
-    target = urlparse(uri.removeprefix("jdbc:"))
-    params = {key: values[0] for key, values in parse_qs(target.query).items()}
-    host = target.hostname or "localhost"
-    port = target.port or DEFAULT_PORTS["postgresql"]
-    user = config.login or params.get("user")
-    database = target.path.lstrip("/") or user or "postgres"
-    options = {
-        "host": host,
-        "port": port,
-        "dbname": database,
+    """``SELECT 1`` with the libpq parameters the snapshot sensor uses: same hosts, schema, ``sslmode``."""
+    jdbc = parse_jdbc_url(str(config.uri))
+    parameters = libpq_parameters(jdbc)
+    user = config.login or jdbc.property("user")
+    options: dict[str, Any] = {
+        **parameters,
+        "dbname": parameters.get("dbname") or user or "postgres",
         "user": user,
         "password": config.password or config.uri_password,
         "connect_timeout": max(2, int(TIMEOUT_SECONDS)),  # libpq's minimum is 2
     }
-    if params.get("sslmode"):
-        options["sslmode"] = params["sslmode"]
-    what = f"SELECT 1 on PostgreSQL database {host}:{port}/{database}" + (f" as {user}" if user else "")
+    schema = options_search_path(options.get("options", ""))
+    hosts = zip(parameters["host"].split(","), parameters["port"].split(","), strict=True)
+    where = ",".join(f"{host}:{port}" for host, port in hosts) + f"/{options['dbname']}"
+    what = f"SELECT 1 on PostgreSQL database {where}" + (f", schema {schema}," if schema else "")
+    what += f" as {user}" if user else ""
     return Probe(what, lambda: _postgres_tables(options, config.catalog_name))
 
 

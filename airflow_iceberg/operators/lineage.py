@@ -2,10 +2,12 @@
 
 A table's asset URI needs its catalog's identity, which is in the connection, and DAG parsing
 must not look connections up. So at parse time an operator only declares an
-:class:`~airflow.sdk.AssetAlias` per table (``iceberg-table:<conn id>:<table>``, the template
-text for a templated table). At run time, *before* the job starts, every written table's
-``iceberg://`` URI is named from the connections (:meth:`TableLineageMixin.plan_lineage`): a
-connection whose catalog cannot be named fails the task there, while nothing is committed.
+:class:`~airflow.sdk.AssetAlias` per table (``iceberg-table:<conn id>:<table>``; a templated
+table or connection id is a different table in each DAG that renders it, so its alias is the
+task's own: ``iceberg-table:<conn id>:<template text>@<dag id>:<task id>``). At run time,
+*before* the job starts, every written table's ``iceberg://`` URI is named from the connections
+(:meth:`TableLineageMixin.plan_lineage`): a connection whose catalog cannot be named fails the
+task there, while nothing is committed.
 Once the job has committed, that asset is attached to its alias with an event whose extra is the
 commit: snapshot id, operation, counts, commit id. Airflow then triggers every DAG scheduled on
 the asset (or on the alias).
@@ -60,9 +62,24 @@ SKIPPED_EVENT_WARNING = (
 )
 
 
-def table_alias_name(iceberg_conn_id: str, table: str) -> str:
-    """The alias an operator declares for ``table`` of the catalog behind ``iceberg_conn_id``."""
-    return f"{ALIAS_PREFIX}:{iceberg_conn_id}:{table}"
+def table_alias_name(iceberg_conn_id: str, table: str, dag_id: str = "", task_id: str = "") -> str:
+    """The alias an operator declares for ``table`` of the catalog behind ``iceberg_conn_id``.
+
+    A plain table on a plain connection is one table wherever it is written, so every task that
+    writes it shares the alias ``iceberg-table:<conn id>:<table>``. A templated one renders to a
+    different table in each DAG (a DAG factory, a shared default), and Airflow names aliases
+    globally, so its alias is the task's own: ``...@<dag id>:<task id>`` (neither id can hold
+    ``@`` or ``:``). Otherwise one DAG's commit would trigger the DAGs scheduled on another's.
+    """
+    name = f"{ALIAS_PREFIX}:{iceberg_conn_id}:{table}"
+    if is_templated(iceberg_conn_id) or is_templated(table):
+        name = f"{name}@{dag_id}:{task_id}"
+    return name
+
+
+def is_templated(text: str) -> bool:
+    """Whether Airflow renders ``text`` (it holds a Jinja expression, statement or comment)."""
+    return any(marker in str(text) for marker in ("{{", "{%", "{#"))
 
 
 def event_extra(table: str, commit: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,9 +158,48 @@ class TableLineageMixin:
         from airflow.sdk import AssetAlias
 
         if self.reads_table:
-            self.inlets = [*self.inlets, AssetAlias(table_alias_name(self.iceberg_conn_id, self.table))]
-        self.table_alias_names = [table_alias_name(self.iceberg_conn_id, t) for t in self.written_tables()]
+            self.inlets = [*self.inlets, AssetAlias(self.alias_name(self.table))]
+        self.table_alias_names = [self.alias_name(t) for t in self.written_tables()]
         self.outlets = [*self.outlets, *(AssetAlias(name) for name in self.table_alias_names)]
+
+    def alias_name(self, table: str) -> str:
+        """This task's alias for ``table`` (see :func:`table_alias_name`), by its DAG and task id."""
+        dag_id, task_id = self.dag_id, self.task_id  # type: ignore[attr-defined]
+        return table_alias_name(self.iceberg_conn_id, table, dag_id, task_id)
+
+    def _convert__dag(self, dag: Any) -> Any:
+        """Airflow's hook when the task is given its DAG: rename a templated table's alias after it.
+
+        ``with DAG(...)`` and ``dag=`` set the DAG before the aliases are declared, but a task made
+        outside a DAG and added later (``dag.add_task(task)``, ``task.dag = dag``) was named
+        ``adhoc_<owner>`` when its aliases were declared; every such task would share them.
+        """
+        dag = super()._convert__dag(dag)  # type: ignore[misc]
+        if dag is not None and hasattr(self, "table_alias_names"):
+            self.rename_task_aliases(f"@{self.dag_id}:", f"@{dag.dag_id}:")  # type: ignore[attr-defined]
+        return dag
+
+    def rename_task_aliases(self, old: str, new: str) -> None:
+        """Rename this task's own aliases (a templated table's, ``...@<dag id>:<task id>``)."""
+        from airflow.sdk import AssetAlias
+
+        suffix = self.task_id  # type: ignore[attr-defined]
+
+        def renamed(name: str) -> str:
+            if name.startswith(f"{ALIAS_PREFIX}:") and name.endswith(f"{old}{suffix}"):
+                return name[: -len(old + suffix)] + new + suffix
+            return name
+
+        def aliases(items: list[Any]) -> list[Any]:
+            return [
+                AssetAlias(renamed(item.name)) if isinstance(item, AssetAlias) else item for item in items
+            ]
+
+        if old == new:
+            return
+        self.table_alias_names = [renamed(name) for name in self.table_alias_names]
+        self.inlets = aliases(list(self.inlets))
+        self.outlets = aliases(list(self.outlets))
 
     def written_tables(self) -> list[str]:
         """The tables this task commits to, as given (maybe templates); see :meth:`declare_written_table`."""
@@ -153,7 +209,7 @@ class TableLineageMixin:
         """Declare one more table this task commits to, e.g. a read's sink table."""
         from airflow.sdk import AssetAlias
 
-        name = table_alias_name(self.iceberg_conn_id, table)
+        name = self.alias_name(table)
         self.table_alias_names = [*self.table_alias_names, name]
         self.outlets = [*self.outlets, AssetAlias(name)]
 
@@ -350,4 +406,11 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-__all__ = ["LineagePlan", "TableLineageMixin", "WrittenTable", "event_extra", "table_alias_name"]
+__all__ = [
+    "LineagePlan",
+    "TableLineageMixin",
+    "WrittenTable",
+    "event_extra",
+    "is_templated",
+    "table_alias_name",
+]

@@ -8,17 +8,26 @@ between a failed try and its retry) is reported, never taken for the starting po
 - with Airflow's task state store (Airflow 3.3+, ``context["task_state_store"]``) the first poke
   stores it, and every later poke, reschedule, deferral and retry reads it back. A cleared task
   instance waits afresh: the stored baseline belongs to the clear generation that stored it (the
-  first try since the last clear, as commit ids count it);
+  first try since the last clear, as commit ids count it). A sensor cleared while it runs is
+  restarted by Airflow, not cleared (``max_tries`` stays): it keeps its baseline, as a write
+  keeps its commit id;
 - without one (Airflow < 3.3), in reschedule mode, it is the snapshot that was the table's head
   when this try's first poke started (Airflow's first reschedule date), read back from the
   table's snapshot log. A retry then starts afresh, and a commit whose writer's clock is behind
   Airflow's by more than the time between the first poke's start and its read could count as
   before the start.
+
+A catalog that is down when the baseline is first read does not fail the sensor: the baseline
+becomes *pending*, the head the table had when the sensor started, read back from its snapshot
+log by the first poke (or, deferred, the trigger's first poll) that reaches the catalog; the
+state store keeps the start time meanwhile.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +49,17 @@ if TYPE_CHECKING:
 BASELINE_KEY = "airflow_iceberg.snapshot_sensor.baseline"
 
 
+@dataclass(frozen=True)
+class PendingBaseline:
+    """A baseline not read yet: the sensor started at ``started_ms`` while the catalog was down.
+
+    It is the head the table had then, read back from the table's snapshot log once the catalog
+    answers (:func:`~airflow_iceberg.catalog.new_snapshots.baseline_snapshot_id` at ``started_ms``).
+    """
+
+    started_ms: int
+
+
 def first_try_since_clear(context: Context, retries: int) -> int:
     """The try number that started the task instance's current clear generation.
 
@@ -59,11 +79,13 @@ class IcebergSnapshotSensor(BaseSensorOperator):
     ``operation``, ``summary``, ``sequence_number``, ``timestamp_ms``, and
     ``matching_snapshot_ids``, every matching snapshot since the baseline. The baseline is kept
     for the task instance across pokes, reschedules, deferrals and retries (see the module's
-    docstring); a cleared sensor waits afresh.
+    docstring); a cleared sensor waits afresh. For a branch that does not exist yet it is the
+    table's newest snapshot, so none of the snapshots that existed when the sensor started counts.
 
     A poke or poll that fails because the catalog is briefly unreachable (connection refused,
-    timeout, HTTP 5xx) does not fail the task: a poke counts as "not yet", a deferred wait retries
-    ``poll_retries`` times with backoff. A configuration error fails at once.
+    timeout, HTTP 5xx or 429, throttling) does not fail the task: a poke counts as "not yet", a
+    deferred wait retries ``poll_retries`` times with backoff; the same holds for the first read
+    of the baseline. A configuration error fails at once.
 
     :param table: ``namespace.table`` (or ``catalog.namespace.table``). (templated)
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog. (templated)
@@ -111,28 +133,30 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_retries = poll_retries
 
-    def _trigger(self, after_snapshot_id: int | None) -> IcebergSnapshotTrigger:
+    def _trigger(self, baseline: int | PendingBaseline | None) -> IcebergSnapshotTrigger:
+        pending = baseline if isinstance(baseline, PendingBaseline) else None
         return IcebergSnapshotTrigger(
             table=self.table,
             iceberg_conn_id=self.iceberg_conn_id,
-            after_snapshot_id=after_snapshot_id,
+            after_snapshot_id=None if pending else baseline,
             operation=self.operation or None,
             summary=dict(self.summary or {}),
             branch=self.branch or None,
             poll_interval=self.poke_interval,
             baseline_at_start=False,  # the sensor fixed its baseline in execute, before deferring
+            baseline_at_ms=pending.started_ms if pending else None,  # ...or the trigger reads it back
             poll_retries=self.poll_retries,
             error_event=True,  # giving up fails this task with the trigger's reason
         )
 
     # ------------------------------------------------------------------ the baseline
 
-    def baseline(self, context: Context) -> int | None:
+    def baseline(self, context: Context) -> int | PendingBaseline | None:
         """The snapshot to wait past: the given one, else the one kept for this task instance.
 
         Stored on the first poke (task state store), or, without a store, the head when this
         try's first poke started. ``None``: the table did not exist or had no snapshot then,
-        so its first snapshot counts.
+        so its first snapshot counts. A :class:`PendingBaseline` when the catalog did not answer.
         """
         given = to_snapshot_id(self.after_snapshot_id, "after_snapshot_id")
         if given is not None:
@@ -142,26 +166,54 @@ class IcebergSnapshotSensor(BaseSensorOperator):
             return self._stored_baseline(context, store)
         started = self._first_poke_started(context)
         if started is not None:
-            head = self._read_head(at=started)
+            started_ms = int(started.timestamp() * 1000)
+            head = self._read_baseline_or_pending(at_ms=started_ms, started_ms=started_ms)
             self.log.info("The head of %s when the first poke started (%s): %s", self.table, started, head)
             return head
-        return self._read_head()
+        return self._read_baseline_or_pending(at_ms=None, started_ms=_now_ms())
 
-    def _stored_baseline(self, context: Context, store: Any) -> int | None:
-        from airflow.sdk.execution_time.context import NEVER_EXPIRE
-
-        watch = {"table": self.table, "branch": self.branch or None, "conn_id": self.iceberg_conn_id}
+    def _stored_baseline(self, context: Context, store: Any) -> int | PendingBaseline | None:
         generation = first_try_since_clear(context, self.retries or 0)
         kept = store.get(BASELINE_KEY)
-        if isinstance(kept, dict) and kept.get("first_try") == generation and kept.get("watch") == watch:
-            baseline = kept["snapshot_id"]
-            self.log.info("Kept baseline of %s (stored by try %s): %s", self.table, generation, baseline)
-            return baseline
-        head = self._read_head()
-        kept = {"first_try": generation, "watch": watch, "snapshot_id": head}
+        if (
+            isinstance(kept, dict)
+            and kept.get("first_try") == generation
+            and kept.get("watch") == self._watch()
+        ):
+            if "snapshot_id" in kept:
+                self.log.info(
+                    "Kept baseline of %s (stored by try %s): %s", self.table, generation, kept["snapshot_id"]
+                )
+                return kept["snapshot_id"]
+            if "pending_since_ms" in kept:  # the first try could not read it; the first poll that can will
+                return PendingBaseline(int(kept["pending_since_ms"]))
+        baseline = self._read_baseline_or_pending(at_ms=None, started_ms=_now_ms())
+        self._store(context, baseline, generation)
+        return baseline
+
+    def _store(
+        self, context: Context, baseline: int | PendingBaseline | None, generation: int | None = None
+    ) -> None:
+        from airflow.sdk.execution_time.context import NEVER_EXPIRE
+
+        store = context.get("task_state_store")
+        if store is None:
+            return
+        kept: dict[str, Any] = {
+            "first_try": generation
+            if generation is not None
+            else first_try_since_clear(context, self.retries or 0),
+            "watch": self._watch(),
+        }
+        if isinstance(baseline, PendingBaseline):
+            kept["pending_since_ms"] = baseline.started_ms
+        else:
+            kept["snapshot_id"] = baseline
         # the row goes with its DAG run; expiring it earlier would lose the baseline of a long wait
         store.set(BASELINE_KEY, kept, retention=NEVER_EXPIRE)
-        return head
+
+    def _watch(self) -> dict[str, Any]:
+        return {"table": self.table, "branch": self.branch or None, "conn_id": self.iceberg_conn_id}
 
     def _first_poke_started(self, context: Context) -> datetime | None:
         """When this try's first poke started, in reschedule mode after the first poke; else None."""
@@ -170,20 +222,29 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         first_reschedule_date = getattr(context.get("ti"), "get_first_reschedule_date", None)
         return first_reschedule_date(context) if first_reschedule_date is not None else None
 
-    def _read_head(self, at: datetime | None = None) -> int | None:
-        """The table's head now (or at ``at``); None if the table does not exist."""
-        from pyiceberg.exceptions import NoSuchTableError
+    def _read_baseline_or_pending(self, at_ms: int | None, started_ms: int) -> int | PendingBaseline | None:
+        """The baseline read now (at ``at_ms``), or, the catalog down, one pending since ``started_ms``."""
+        from airflow_iceberg.catalog.transient_errors import is_transient_error
 
-        from airflow_iceberg.catalog.pyiceberg_tables import head_snapshot_id, head_snapshot_id_at, load_table
-
-        config = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).catalog_config
         try:
-            table = load_table(config, self.table)
-        except NoSuchTableError:
-            return None
-        if at is None:
-            return head_snapshot_id(table, self.branch or None)
-        return head_snapshot_id_at(table, int(at.timestamp() * 1000), self.branch or None)
+            return self._read_baseline(at_ms)
+        except Exception as error:
+            if not is_transient_error(error):
+                raise
+            self.log.warning(
+                "Could not read the baseline of %s (%s: %s); it will be the head the table had at "
+                "%s, read back once the catalog answers",
+                self.table,
+                type(error).__name__,
+                error,
+                datetime.fromtimestamp(started_ms / 1000).astimezone().isoformat(),
+            )
+            return PendingBaseline(started_ms)
+
+    def _read_baseline(self, at_ms: int | None = None) -> int | None:
+        """The table's baseline now (or as it was at ``at_ms``); None if the table does not exist."""
+        config = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).catalog_config
+        return self._trigger(None).read_baseline(config, at_ms)
 
     # ------------------------------------------------------------------ waiting
 
@@ -199,11 +260,16 @@ class IcebergSnapshotSensor(BaseSensorOperator):
     def poke(self, context: Context) -> Any:
         from airflow.providers.common.compat.sdk import PokeReturnValue
 
-        from airflow_iceberg.catalog.pyiceberg_tables import is_transient_error
+        from airflow_iceberg.catalog.transient_errors import is_transient_error
 
         config = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).catalog_config
         try:
-            _, found = self._trigger(self._baseline_id).poll(config, self._baseline_id)
+            if isinstance(self._baseline_id, PendingBaseline):
+                pending = self._baseline_id
+                self._baseline_id = self._trigger(None).read_baseline(config, pending.started_ms)
+                self.log.info("Baseline of %s (its head at the start): %s", self.table, self._baseline_id)
+                self._store(context, self._baseline_id)
+            found = self._trigger(self._baseline_id).poll(config, self._baseline_id)
         except Exception as error:
             if not is_transient_error(error):
                 raise
@@ -218,3 +284,7 @@ class IcebergSnapshotSensor(BaseSensorOperator):
             raise IcebergJobError(f"waiting for a snapshot of {self.table} failed: {reason}")
         self.log.info("%s has snapshot %s (%s)", self.table, event["snapshot_id"], event["operation"])
         return event
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

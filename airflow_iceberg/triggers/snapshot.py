@@ -5,15 +5,19 @@ It polls the table's metadata through pyiceberg (no Spark), from the ``iceberg_c
 connection: REST, Hive, Glue, JDBC (SQLite / PostgreSQL) and Hadoop catalogs. Blocking catalog
 calls run in a worker thread, so the triggerer's event loop never waits on them.
 
-A catalog that is down for a while (connection refused, timeouts, HTTP 5xx) does not end the
-wait: the failed poll is logged and retried with exponential backoff, up to ``poll_retries``
-failures in a row. A configuration error (a wrong connection, refused credentials) fails at
-once, since waiting would not fix it.
+A catalog that is down for a while (connection refused, timeouts, HTTP 5xx, throttling) does not
+end the wait: the failed poll is logged and retried with exponential backoff, up to
+``poll_retries`` failures in a row. A configuration error (a wrong connection, refused
+credentials) fails at once, since waiting would not fix it. A trigger that takes its baseline
+when it starts and finds the catalog down takes, once it answers, the snapshot that was the head
+when the trigger started (from the table's snapshot log), so a commit made during the outage is
+reported, not taken for the starting point.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -53,9 +57,14 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
     :param table: ``namespace.table`` (or ``catalog.namespace.table``).
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param after_snapshot_id: Only snapshots committed after this one count. ``None``: the head
-        when the trigger starts (for an ``AssetWatcher``: each time it starts watching), or, with
+        when the trigger starts (for an ``AssetWatcher``: each time it starts watching; for a
+        branch that does not exist yet, the table's newest snapshot), or, with
         ``baseline_at_start=False``, every snapshot (the table's first one fires).
     :param baseline_at_start: See ``after_snapshot_id``. Default True.
+    :param baseline_at_ms: With ``after_snapshot_id=None``: the wait started at this time
+        (milliseconds since the epoch) but could not read the table then; the baseline is the
+        head the table had at that time, read back from its snapshot log at the first poll that
+        succeeds. The deferrable sensor passes it when the catalog was down as it started.
     :param operation: Only snapshots with this operation (or one of these): ``append``,
         ``overwrite``, ``delete``, ``replace``.
     :param summary: Only snapshots whose summary has all these entries, e.g.
@@ -86,6 +95,7 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
         baseline_at_start: bool = True,
         poll_retries: int = DEFAULT_POLL_RETRIES,
         error_event: bool = False,
+        baseline_at_ms: int | None = None,
     ) -> None:
         super().__init__()
         self.table = table
@@ -98,6 +108,7 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
         self.baseline_at_start = bool(baseline_at_start)
         self.poll_retries = int(poll_retries)
         self.error_event = bool(error_event)
+        self.baseline_at_ms = int(baseline_at_ms) if baseline_at_ms is not None else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -113,59 +124,76 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
                 "baseline_at_start": self.baseline_at_start,
                 "poll_retries": self.poll_retries,
                 "error_event": self.error_event,
+                "baseline_at_ms": self.baseline_at_ms,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_iceberg.catalog.config import config_from_connection
-        from airflow_iceberg.catalog.pyiceberg_tables import is_transient_error
+        from airflow_iceberg.catalog.transient_errors import is_transient_error
 
+        started_ms = int(time.time() * 1000)
         connection = await IcebergCatalogHook.aget_connection(self.iceberg_conn_id)
         config = config_from_connection(connection)
         baseline = self.after_snapshot_id
-        started = baseline is not None or not self.baseline_at_start
+        since_ms = self.baseline_at_ms
+        needs_baseline = baseline is None and (self.baseline_at_start or since_ms is not None)
         failures = 0
         while True:
             try:
-                head, found = await asyncio.to_thread(self.poll, config, baseline)
+                if needs_baseline:
+                    baseline = await asyncio.to_thread(self.read_baseline, config, since_ms)
+                    needs_baseline = False
+                    self.log.info("Waiting for %s to gain a snapshot after %s", self.table, baseline)
+                    if since_ms is None:  # the head now: the first look only fixes the baseline
+                        failures = 0
+                        await asyncio.sleep(self.poll_interval)
+                        continue
+                found = await asyncio.to_thread(self.poll, config, baseline)
             except Exception as error:
                 if not is_transient_error(error):
                     raise  # a configuration error: waiting would not fix it
+                if needs_baseline and since_ms is None:  # take the head at the start once it answers
+                    since_ms = started_ms
                 failures += 1
-                if failures > self.poll_retries:
-                    message = (
-                        f"gave up waiting for a snapshot of {self.table}: the catalog failed "
-                        f"{failures} polls in a row, the last with {type(error).__name__}: {error}"
-                    )
-                    self.log.error("%s", message)
-                    if not self.error_event:
-                        raise
-                    yield TriggerEvent(self.error_payload(message, failures, baseline))
+                gave_up = self.after_failure(error, failures, baseline)
+                if gave_up is not None:
+                    yield TriggerEvent(gave_up)
                     return
-                delay = retry_delay(self.poll_interval, failures)
-                self.log.warning(
-                    "Polling %s failed (%s: %s); retry %d of %d in %.1f s",
-                    self.table,
-                    type(error).__name__,
-                    error,
-                    failures,
-                    self.poll_retries,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+                await asyncio.sleep(retry_delay(self.poll_interval, failures))
                 continue
             if failures:
                 self.log.info("%s can be read again after %d failed polls", self.table, failures)
                 failures = 0
-            if not started:  # the first look only fixes the baseline
-                baseline, started = head, True
-            elif found is not None:
+            if found is not None:
                 self.log.info(
                     "%s has a new snapshot %s (%s)", self.table, found["snapshot_id"], found["operation"]
                 )
                 yield TriggerEvent({"status": "success", **found})
                 return
             await asyncio.sleep(self.poll_interval)
+
+    def after_failure(self, error: Exception, failures: int, baseline: int | None) -> dict[str, Any] | None:
+        """Log a failed poll; past ``poll_retries`` give up: return the error event, or raise it."""
+        if failures <= self.poll_retries:
+            self.log.warning(
+                "Polling %s failed (%s: %s); retry %d of %d in %.1f s",
+                self.table,
+                type(error).__name__,
+                error,
+                failures,
+                self.poll_retries,
+                retry_delay(self.poll_interval, failures),
+            )
+            return None
+        message = (
+            f"gave up waiting for a snapshot of {self.table}: the catalog failed "
+            f"{failures} polls in a row, the last with {type(error).__name__}: {error}"
+        )
+        self.log.error("%s", message)
+        if not self.error_event:
+            raise error
+        return self.error_payload(message, failures, baseline)
 
     def error_payload(self, message: str, failures: int, baseline: int | None) -> dict[str, Any]:
         """The event of a trigger that gave up (``error_event=True``): what, why, and since when."""
@@ -177,29 +205,39 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
             "after_snapshot_id": baseline,
         }
 
-    def poll(self, config: Any, baseline: int | None) -> tuple[int | None, dict[str, Any] | None]:
-        """The head snapshot id, and the newest snapshot after ``baseline`` that passes the filters.
+    def read_baseline(self, config: Any, at_ms: int | None = None) -> int | None:
+        """The baseline of a wait that starts now, or that started at ``at_ms``; None without a table.
 
-        A table that does not exist (yet) has no head and no new snapshot. Catalog errors are raised.
+        See :func:`~airflow_iceberg.catalog.new_snapshots.baseline_snapshot_id`. Catalog errors are raised.
         """
         from pyiceberg.exceptions import NoSuchTableError
 
-        from airflow_iceberg.catalog.pyiceberg_tables import (
-            describe_snapshot,
-            head_snapshot_id,
-            load_table,
-            matches,
-            snapshots_after,
-        )
+        from airflow_iceberg.catalog.new_snapshots import baseline_snapshot_id
+        from airflow_iceberg.catalog.pyiceberg_tables import load_table
 
         try:
             table = load_table(config, self.table)
         except NoSuchTableError:
-            return None, None
-        head = head_snapshot_id(table, self.branch)
+            return None
+        return baseline_snapshot_id(table, self.branch, at_ms)
+
+    def poll(self, config: Any, baseline: int | None) -> dict[str, Any] | None:
+        """The newest snapshot after ``baseline`` that passes the filters, naming every such one.
+
+        A table that does not exist (yet) has no new snapshot. Catalog errors are raised.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from airflow_iceberg.catalog.new_snapshots import describe_snapshot, matches, snapshots_after
+        from airflow_iceberg.catalog.pyiceberg_tables import load_table
+
+        try:
+            table = load_table(config, self.table)
+        except NoSuchTableError:
+            return None
         described = [describe_snapshot(self.table, s) for s in snapshots_after(table, baseline, self.branch)]
         found = [d for d in described if matches(d, tuple(self.operation), self.summary)]
         if not found:
-            return head, None
+            return None
         # one event per poll: the newest match, naming every match since the baseline
-        return head, {**found[-1], "matching_snapshot_ids": [d["snapshot_id"] for d in found]}
+        return {**found[-1], "matching_snapshot_ids": [d["snapshot_id"] for d in found]}

@@ -13,8 +13,10 @@ import json
 import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 
 from airflow_iceberg.catalog.connection_check import DEADLINE_SECONDS, TIMEOUT_SECONDS
@@ -312,3 +314,54 @@ def test_rest_uri_with_a_wrong_path_says_to_check_the_path(test_button):
         "(e.g. http://rest:8181 or https://host/api/catalog)"
     ), message
     assert "DOCTYPE" not in message
+
+
+def test_a_jdbc_catalog_in_its_own_postgresql_schema_is_checked_and_watched_there(
+    test_button, postgres_server, tmp_path, monkeypatch
+):
+    """``jdbc:postgresql://db/iceberg?currentSchema=team_b`` is how a JdbcCatalog is kept in its own
+    schema (pgjdbc sets the search path; JdbcCatalog's tables are unqualified). The sensor's
+    SQLAlchemy URL dropped the query, so it read (and, pyiceberg being pyiceberg, created) the
+    catalog tables in ``public``: the table "did not exist" there, and every commit to the real one
+    was missed. The Test button now checks the same schema the sensor reads, with ``sslmode``."""
+    import psycopg2
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from airflow_iceberg.sensors.snapshot import IcebergSnapshotSensor
+
+    schema = f"team_{uuid.uuid4().hex[:8]}"
+    with psycopg2.connect(
+        host=postgres_server.host,
+        port=postgres_server.port,
+        dbname=postgres_server.database,
+        user=postgres_server.user,
+        password=postgres_server.password,
+    ) as db:
+        db.cursor().execute(f"CREATE SCHEMA {schema}")
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    writer = SqlCatalog(  # the writer, in that schema, by libpq's own options
+        "teams",
+        uri=f"{postgres_server.sqlalchemy_uri}?options=-csearch_path%3D{schema}",
+        warehouse=warehouse.as_uri(),
+    )
+    writer.create_namespace("db")
+    table = writer.create_table("db.orders", schema=pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    connection = postgres_connection(postgres_server, warehouse, catalog_name="teams")
+    connection["host"] = (
+        f"{postgres_server.jdbc_uri}?currentSchema={schema}&sslmode=disable"  # as Spark uses it
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_CATALOG", json.dumps(connection))
+
+    ok, message, _ = test_button(connection)
+    assert ok and message.endswith("succeeded: 1 Iceberg table(s) registered for catalog 'teams'"), message
+    assert f", schema {schema}, as " in message
+    sensor = IcebergSnapshotSensor(
+        task_id="s", table="db.orders", iceberg_conn_id="team_catalog", deferrable=False
+    )
+    sensor._baseline_id = sensor.baseline({})
+    assert sensor._baseline_id == table.current_snapshot().snapshot_id, "the baseline is not the table's head"
+    table.append(pa.table({"id": pa.array([3], pa.int64())}))
+    poked = sensor.poke({})
+    assert poked.is_done and poked.xcom_value["snapshot_id"] == table.current_snapshot().snapshot_id

@@ -19,7 +19,7 @@ from airflow_iceberg.assets import (
 )
 from airflow_iceberg.catalog.config import config_from_fields
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
-from airflow_iceberg.naming import location_dataset
+from airflow_iceberg.naming import location_dataset, normalize_uri
 
 SECRET = "SENTINEL-secret"
 
@@ -251,8 +251,9 @@ def test_hive_names_are_lower_cased_in_operator_and_hand_written_uris(table, han
 
 def test_glue_names_are_lower_cased_too_but_hadoop_names_keep_their_case():
     glue = {"catalog_type": "glue", "warehouse": "s3://b/wh", "catalog_properties": {"glue.id": "1"}}
-    assert _uri(glue, table="Sales.Orders") == "iceberg://glue/sales/orders?id=1"
-    assert Asset("iceberg://glue/Sales/Orders?id=1").uri == "iceberg://glue/sales/orders?id=1"
+    canonical = "iceberg://glue/sales/orders?id=1&warehouse=s3%3A%2F%2Fb%2Fwh"
+    assert _uri(glue, table="Sales.Orders") == canonical
+    assert Asset("iceberg://glue/Sales/Orders?id=1&warehouse=s3://b/wh/").uri == canonical
     assert "/Sales/Orders?" in _uri({"catalog_type": "hadoop", "warehouse": "/wh"}, table="Sales.Orders")
 
 
@@ -318,3 +319,162 @@ def test_factory_and_openlineage_converter():
     hive = iceberg_asset("iceberg://hive/db/orders?uri=thrift://ms:9083")
     dataset = convert_asset_to_openlineage(hive, None)
     assert (dataset.namespace, dataset.name) == ("hive://ms:9083", "db.orders")
+
+
+# --------------------------------------------------------------------------- two catalogs, two assets
+
+
+def test_two_jdbc_catalogs_in_two_postgresql_schemas_are_two_assets():
+    """pgjdbc's ``currentSchema`` picks the schema JdbcCatalog keeps ``iceberg_tables`` in, so the
+    same catalog name on one database, in two schemas, is two catalogs with two ``db.orders``."""
+    extra = {"catalog_type": "jdbc", "warehouse": "s3://lake/wh", "catalog_name": "lake"}
+    team_a = _uri(extra, "jdbc:postgresql://db:5432/iceberg?currentSchema=team_a")
+    team_b = _uri(extra, "jdbc:postgresql://db:5432/iceberg?currentSchema=team_b")
+    assert team_a != team_b
+    schema = urllib.parse.quote("jdbc:postgresql://db:5432/iceberg?currentSchema=team_a", safe="")
+    assert team_a == f"iceberg://jdbc/db/orders?catalog=lake&uri={schema}"
+    # the same schema spelled through libpq's options, with client options around it, is the same catalog
+    same = _uri(extra, "jdbc:postgresql://DB/iceberg?sslmode=require&options=-c%20search_path%3Dteam_a")
+    assert same == team_a
+    assert iceberg_asset(f"iceberg://jdbc/db/orders?catalog=lake&uri={schema}").uri == team_a
+
+
+def test_glue_catalogs_of_two_accounts_or_two_regions_are_two_assets():
+    """Without ``glue.id`` the Glue catalog is the account's the credentials belong to, without a
+    region the environment's: the warehouse is then part of the identity too."""
+
+    def glue(warehouse, login=None, **props):
+        extra = {"catalog_type": "glue", "warehouse": warehouse, "catalog_properties": props}
+        return _uri(extra, login=login, password="secret" if login else None)
+
+    account_a = glue("s3://a-lake/wh", "AKIA-ACCOUNT-A", **{"client.region": "eu-west-1"})
+    account_b = glue("s3://b-lake/wh", "AKIA-ACCOUNT-B", **{"client.region": "eu-west-1"})
+    assert account_a != account_b
+    assert account_a == "iceberg://glue/db/orders?region=eu-west-1&warehouse=s3%3A%2F%2Fa-lake%2Fwh"
+    region_1 = glue("s3://us/wh", **{"glue.id": "1"})
+    region_2 = glue("s3://eu/wh", **{"glue.id": "1"})
+    assert region_1 != region_2
+    # with both, the catalog is known: its warehouse may change without changing its assets
+    both = {"glue.id": "1", "glue.region": "eu-west-1"}
+    assert (
+        glue("s3://one/wh", **both)
+        == glue("s3://two/wh", **both)
+        == "iceberg://glue/db/orders?id=1&region=eu-west-1"
+    )
+    # a hand-written URI is named the same way, and one that cannot tell the catalog is refused
+    assert (
+        iceberg_asset("iceberg://glue/db/orders?region=eu-west-1&warehouse=s3://a-lake/wh/").uri == account_a
+    )
+    assert iceberg_asset("iceberg://glue/db/orders?id=1&region=eu-west-1&warehouse=s3://x").uri == (
+        "iceberg://glue/db/orders?id=1&region=eu-west-1"
+    )
+    with pytest.raises(ValueError, match="needs id and region, or warehouse"):
+        Asset("iceberg://glue/db/orders?region=eu-west-1")
+
+
+def test_two_oci_buckets_of_one_namespace_are_two_assets():
+    """OCI's HDFS connector addresses ``oci://<bucket>@<namespace>/path``: the part before ``@``
+    is the bucket (as ``abfss://container@account`` is the container), not user info."""
+    one = _uri({"catalog_type": "hadoop", "warehouse": "oci://bucket-one@tenancy/wh"})
+    two = _uri({"catalog_type": "hadoop", "warehouse": "oci://bucket-two@tenancy/wh"})
+    assert one != two
+    assert one == "iceberg://hadoop/db/orders?warehouse=oci%3A%2F%2Fbucket-one%40tenancy%2Fwh"
+    assert asset_dataset_name(one) == ("oci://bucket-one@tenancy", "/wh/db/orders")
+
+
+# --------------------------------------------------------------------------- never a credential
+
+
+#: A JDBC URL in every form the drivers document, each carrying the sentinel as a credential
+#: (Oracle's ``user/password@``, user info, ``password=`` as a query, ``;`` or DB2 ``:`` property,
+#: inside MySQL's ``address=(...)``), or in a property that chooses nothing (``ApplicationName``).
+JDBC_URLS_WITH_A_SECRET = [
+    f"jdbc:oracle:thin:scott/{SECRET}@//db:1521/ORCL",
+    f"jdbc:oracle:thin:scott/{SECRET}@db:1521:ORCL",
+    f"jdbc:oracle:oci:scott/{SECRET}@tnsalias",
+    f"jdbc:oracle:thin:scott/{SECRET}@(DESCRIPTION=(ADDRESS=(HOST=db)(PORT=1521))(CONNECT_DATA=(SID=X)))",
+    f"jdbc:oracle:thin:scott/{SECRET}@tcps://db:2484/svc?wallet_location=/w",
+    f"jdbc:postgresql://db/iceberg?user=u&password={SECRET}",
+    f"jdbc:postgresql://u:{SECRET}@db/iceberg",
+    f"jdbc:postgresql:iceberg?password={SECRET}",
+    f"jdbc:postgresql://a,b/iceberg?currentSchema=s&ApplicationName={SECRET}",
+    f"jdbc:mysql:replication://address=(host=a)(port=3306)(password={SECRET}),b/iceberg",
+    f"jdbc:mariadb:sequential://a,b/iceberg?user=u&password={SECRET}",
+    f"jdbc:sqlserver://db;databaseName=x;password={{{SECRET};x}}",
+    f"jdbc:sqlserver://;serverName=db;databaseName=x;accessToken={SECRET}",
+    f"jdbc:db2://db:50000/SAMPLE:user=u;password={SECRET};currentSchema=LAKE;",
+    f"jdbc:h2:tcp://db/~/cat;USER=u;PASSWORD={SECRET}",
+    f"jdbc:derby://db:1527/cat;user=u;password={SECRET}",
+    f"jdbc:redshift://u:{SECRET}@cluster.example.com:5439/dev",
+    f"jdbc:foo:u/{SECRET}@db/cat",
+    f"jdbc:foo:cat:user=u;password={SECRET};",
+    f"jdbc:sqlite:/data/cat.db?password={SECRET}",
+]
+
+
+@pytest.mark.parametrize("jdbc_url", JDBC_URLS_WITH_A_SECRET)
+def test_no_jdbc_url_puts_a_credential_in_an_asset_uri_or_an_openlineage_name(jdbc_url):
+    """The identity keeps driver, hosts, ports, database and schema-choosing keys, nothing else:
+    through a connection (which refuses a credential in the URI, or takes ``password=`` out of it),
+    in a hand-written asset, in Airflow's own normalisation and in the OpenLineage symlink."""
+    name = normalize_uri(jdbc_url)
+    assert SECRET not in urllib.parse.unquote(name), name
+    for uri in (
+        iceberg_asset(f"iceberg://jdbc/db/t?catalog=c&uri={urllib.parse.quote(jdbc_url, safe='')}").uri,
+        Asset(f"iceberg://jdbc/db/t?catalog=c&uri={urllib.parse.quote(jdbc_url, safe='')}").uri,
+    ):
+        assert SECRET not in urllib.parse.unquote(uri), uri
+        assert SECRET not in "".join(catalog_symlink(*parse_uri(uri))), uri
+    try:
+        uri = _uri({"catalog_type": "jdbc", "warehouse": "/w", "catalog_name": "c"}, jdbc_url)
+    except InvalidCatalogConfigError as refused:  # a credential left in the URI, refused by name
+        assert SECRET not in str(refused)
+    else:
+        assert SECRET not in urllib.parse.unquote(uri) and SECRET not in "".join(
+            catalog_symlink(*parse_uri(uri))
+        )
+
+
+def test_a_port_that_is_not_a_number_is_refused_without_the_credentials_around_it():
+    for jdbc_url in (
+        f"jdbc:oracle:thin:scott/{SECRET}@//db:x/ORCL",
+        f"jdbc:mysql://address=(host=a)(port=x)(password={SECRET})/db",
+    ):
+        with pytest.raises(ValueError, match="is not a number") as refused:
+            normalize_uri(jdbc_url)
+        assert SECRET not in str(refused.value)
+
+
+# --------------------------------------------------------------------------- one host, two spellings
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("thrift://[::1]:9083", "thrift://[0:0:0:0:0:0:0:1]:9083"),  # one IPv6 address, two spellings
+        ("thrift://metastore.example.com.:9083", "thrift://metastore.example.com:9083"),  # absolute FQDN
+        ("thrift://métastore.example.com:9083", "thrift://xn--mtastore-b1a.example.com:9083"),  # IDNA
+    ],
+)
+def test_one_metastore_host_spelled_two_ways_is_one_asset(one, other):
+    assert _uri({"catalog_type": "hive"}, one) == _uri({"catalog_type": "hive"}, other)
+    assert iceberg_asset(f"iceberg://hive/db/orders?uri={urllib.parse.quote(one, safe='')}").uri == _uri(
+        {"catalog_type": "hive"}, other
+    )
+
+
+def test_a_hand_written_warehouse_with_a_plus_is_the_operators_warehouse():
+    """A REST warehouse named ``team+prod``: ``iceberg_asset`` reads a hand-written ``+`` as written
+    (Airflow's ``Asset`` reads the query as a form, a ``+`` being a space there: the docs say to
+    percent-encode); a space is ``%20`` in the canonical form, so no canonical URI holds a ``+``."""
+    operator = _uri({"catalog_type": "rest", "warehouse": "team+prod"}, "http://rest:8181")
+    assert operator == "iceberg://rest/db/orders?uri=http%3A%2F%2Frest%3A8181&warehouse=team%2Bprod"
+    assert Asset(operator).uri == operator  # the operator's own URI is stable
+    assert iceberg_asset("iceberg://rest/db/orders?uri=http://rest:8181&warehouse=team+prod").uri == operator
+    assert (
+        iceberg_asset("iceberg://rest/db/orders?uri=http://rest:8181&warehouse=team%2Bprod").uri == operator
+    )
+    spaced = _uri({"catalog_type": "rest", "warehouse": "team prod"}, "http://rest:8181")
+    assert spaced.endswith("&warehouse=team%20prod") and "+" not in spaced
+    assert Asset(spaced).uri == iceberg_asset(spaced).uri == spaced
+    assert iceberg_asset("iceberg://rest/db/orders?uri=http://rest:8181&warehouse=team%20prod").uri == spaced

@@ -177,6 +177,28 @@ def test_port_is_added_to_a_host_without_one():
     assert rest.uri == "http://rest:8181/api/catalog"
 
 
+def test_port_is_added_to_every_member_of_a_list_that_names_none():
+    """A Hive metastore list (or a multi-host JDBC URL) without ports, and the Port field: each
+    member gets the Port (it used to become ``thrift://a,thrift::9083//b``, refused as "not thrift")."""
+
+    def uri(host, kind="hive", **extra):
+        return config_from_fields({"catalog_type": kind, **extra}, host=host, port=9083).uri
+
+    assert uri("thrift://a,thrift://b") == "thrift://a:9083,thrift://b:9083"
+    assert uri("thrift://a:9083 , thrift://b") == "thrift://a:9083,thrift://b:9083"
+    assert uri("jdbc:postgresql://a,b/iceberg?currentSchema=s", "jdbc", warehouse="/w") == (
+        "jdbc:postgresql://a:9083,b:9083/iceberg?currentSchema=s"
+    )
+    assert (
+        uri("jdbc:sqlserver://db;databaseName=x", "jdbc", warehouse="/w")
+        == "jdbc:sqlserver://db:9083;databaseName=x"
+    )
+    with pytest.raises(
+        InvalidCatalogConfigError, match=r"'port': 9083 differs from the port in the URI 'thrift://b:9084'"
+    ):
+        uri("thrift://a,thrift://b:9084")
+
+
 def test_password_is_not_in_the_config_repr():
     config = config_from_fields(
         {"catalog_type": "jdbc", "warehouse": "/w"}, host="jdbc:sqlite:/x.db", login="u", password="hunter2"

@@ -169,7 +169,7 @@ def test_a_malformed_uri_fails_with_the_reason():
         {"catalog_type": "jdbc", "warehouse": "file:///wh"}, host="jdbc:postgresql://db:notaport/cat"
     )
     assert not ok
-    assert message.startswith("jdbc catalog 'cat': ValueError: Port could not be cast")
+    assert message == "jdbc catalog 'cat': ValueError: the port 'notaport' of the host 'db' is not a number"
 
 
 # --------------------------------------------------------------------------- what clients receive
@@ -200,10 +200,19 @@ def test_postgres_check_takes_credentials_from_the_connection_or_the_url(monkeyp
         {"catalog_type": "jdbc", "warehouse": "file:///wh"},
         host="jdbc:postgresql://db.example:6543/cat?user=u&password=from-url",
     )
+    # a catalog in its own schema is checked there, as the sensor reads it (same libpq parameters)
+    ok, message = check(
+        {"catalog_type": "jdbc", "warehouse": "file:///wh"},
+        host="jdbc:postgresql://a,b:5433/cat?currentSchema=team_b&ssl=true&ApplicationName=etl&loginTimeout=3",
+        login="etl",
+    )
+    assert message.startswith(
+        "jdbc catalog 'cat': SELECT 1 on PostgreSQL database a:5432,b:5433/cat, schema team_b, as etl failed"
+    )
     assert calls == [
         {
             "host": "db.example",
-            "port": 5432,
+            "port": "5432",
             "dbname": "cat",
             "user": "etl",
             "password": "s3cret",
@@ -212,11 +221,22 @@ def test_postgres_check_takes_credentials_from_the_connection_or_the_url(monkeyp
         },
         {
             "host": "db.example",
-            "port": 6543,
+            "port": "6543",
             "dbname": "cat",
             "user": "u",
             "password": "from-url",
             "connect_timeout": 5,
+        },
+        {
+            "host": "a,b",
+            "port": "5432,5433",
+            "dbname": "cat",
+            "user": "etl",
+            "password": None,
+            "connect_timeout": 5,
+            "sslmode": "verify-full",  # pgjdbc's ssl=true alone
+            "application_name": "etl",
+            "options": "-c search_path=team_b",
         },
     ]
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from unittest import mock
+from urllib.parse import quote
 
 import pytest
 import structlog
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import AssetAlias
+from airflow.sdk import DAG, AssetAlias
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_iceberg.assets import iceberg_asset
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
@@ -60,12 +62,16 @@ def test_operators_declare_aliases_at_parse_time_without_a_connection(monkeypatc
         "airflow.sdk.bases.hook.BaseHook.get_connection",
         mock.Mock(side_effect=AssertionError("parse-time lookup")),
     )
-    write = IcebergAppendOperator(
-        task_id="w", table="db.{{ params.t }}", iceberg_conn_id="c", source_query="SELECT 1"
-    )
-    read = IcebergTimeTravelReadOperator(task_id="r", table="db.a", iceberg_conn_id="c", sink_table="db.b")
-    orphans = IcebergRemoveOrphanFilesOperator(task_id="o", table="db.a", iceberg_conn_id="c")
-    assert write.outlets == [AssetAlias("iceberg-table:c:db.{{ params.t }}")] and write.inlets == []
+    with DAG("d", schedule=None):
+        write = IcebergAppendOperator(
+            task_id="w", table="db.{{ params.t }}", iceberg_conn_id="c", source_query="SELECT 1"
+        )
+        read = IcebergTimeTravelReadOperator(
+            task_id="r", table="db.a", iceberg_conn_id="c", sink_table="db.b"
+        )
+        orphans = IcebergRemoveOrphanFilesOperator(task_id="o", table="db.a", iceberg_conn_id="c")
+    # a templated table's alias is its task's; a plain table's is shared by every task writing it
+    assert write.outlets == [AssetAlias("iceberg-table:c:db.{{ params.t }}@d:w")] and write.inlets == []
     assert read.inlets == [AssetAlias("iceberg-table:c:db.a")]
     assert read.outlets == [AssetAlias("iceberg-table:c:db.b")]
     assert orphans.inlets == [] and orphans.outlets == []
@@ -93,15 +99,16 @@ def test_a_commit_emits_the_tables_asset_with_the_commit_as_extra(hadoop_catalog
         "summary": SUMMARY,
         "lineage": _lineage("lake.db.orders", "file:/wh/db/orders", 42),
     }
-    op = IcebergAppendOperator(
-        task_id="append", table="{{ params.t }}", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
-    )
+    with DAG("orders", schedule=None):
+        op = IcebergAppendOperator(
+            task_id="append", table="{{ params.t }}", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
+        )
     op.table = "db.orders"  # as rendered
     events = OutletEventAccessors()
     with _submit_returning(result):
         xcom = op.execute({"outlet_events": events})
     assert "lineage" not in xcom  # the XCom stays what it was
-    alias_events = events[AssetAlias("iceberg-table:lake:{{ params.t }}")].asset_alias_events
+    alias_events = events[AssetAlias("iceberg-table:lake:{{ params.t }}@orders:append")].asset_alias_events
     assert len(alias_events) == 1
     event = alias_events[0]
     assert (event.dest_asset_key.name, event.dest_asset_key.uri) == (URI, URI)
@@ -281,3 +288,86 @@ def test_a_malformed_lineage_description_is_a_warning_and_the_asset_event_still_
     assert len(events[AssetAlias("iceberg-table:lake:db.orders")].asset_alias_events) == 1
     (warning,) = _warnings(logs)
     assert warning.startswith("No OpenLineage datasets for this task: KeyError: 'name'")
+
+
+# --------------------------------------------------------------------------- aliases and assets that match
+
+
+@pytest.mark.parametrize(
+    ("jdbc_url", "canonical"),
+    [
+        ("jdbc:postgresql:iceberg", "jdbc:postgresql://localhost:5432/iceberg"),  # pgjdbc: localhost:5432
+        ("jdbc:mysql:loadbalance://db-a:3306,db-b:3306/iceberg", "jdbc:mysql://db-a:3306,db-b:3306/iceberg"),
+        ("jdbc:mariadb:sequential://db-a,db-b/iceberg", "jdbc:mariadb://db-a:3306,db-b:3306/iceberg"),
+        (
+            "jdbc:postgresql://db/iceberg?currentSchema=team_a",
+            "jdbc:postgresql://db:5432/iceberg?currentSchema=team_a",
+        ),
+        ("jdbc:oracle:thin:@db:1521:ORCL", "jdbc:oracle:thin:@db:1521:ORCL"),
+    ],
+)
+def test_the_asset_a_jdbc_catalog_emits_is_the_one_its_uri_names_everywhere(
+    iceberg_connection, spark_connection, jdbc_url, canonical
+):
+    """The emitted asset is named by its URI; Airflow's ``Asset`` normalises it again, and
+    ``iceberg_asset()`` of the operator's own URI (copied from the log into a consumer DAG) must be
+    the same asset: Airflow keys assets by (name, uri)."""
+    conn_id = iceberg_connection(
+        "jdbc_forms",
+        host=jdbc_url,
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": "/wh", "runtime_jar": "/j.jar"},
+    )
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=conn_id, source_query="SELECT 1"
+    )
+    events = OutletEventAccessors()
+    with _submit_returning(_commit("lake.db.orders")):
+        op.execute({"outlet_events": events})
+    (event,) = events[AssetAlias(f"iceberg-table:{conn_id}:db.orders")].asset_alias_events
+    name, uri = event.dest_asset_key.name, event.dest_asset_key.uri
+    assert name == uri == f"iceberg://jdbc/db/orders?catalog=lake&uri={quote(canonical, safe='')}"
+    consumer = iceberg_asset(name)
+    assert (consumer.name, consumer.uri) == (name, uri)
+
+
+def test_the_alias_of_a_templated_table_is_not_shared_by_unrelated_producers():
+    """An alias is global by name in Airflow. Every DAG built from one template (a DAG factory, a
+    shared default) writes ``db.{{ params.table }}`` on the same connection, each a different
+    table: were the alias the connection and the template text, a commit of ``db.refunds`` by one
+    DAG would trigger the consumer of another DAG's ``db.orders``. A templated connection id is
+    the same. A plain table is one table wherever it is written, so its alias stays shared."""
+    aliases, plain = [], []
+    for dag_id, table in (("load_orders", "orders"), ("load_refunds", "refunds")):
+        with DAG(dag_id, schedule=None, params={"table": table}):
+            templated = IcebergAppendOperator(
+                task_id="load", table="db.{{ params.table }}", iceberg_conn_id="lake", source_query="SELECT 1"
+            )
+            by_conn = IcebergAppendOperator(
+                task_id="copy", table="db.t", iceberg_conn_id="{{ params.conn }}", source_query="SELECT 1"
+            )
+            fixed = IcebergAppendOperator(
+                task_id="fixed", table="db.fixed", iceberg_conn_id="lake", source_query="SELECT 1"
+            )
+        aliases.append((templated.outlets[0], by_conn.outlets[0]))
+        plain.append(fixed.outlets[0])
+    assert aliases[0][0] != aliases[1][0] and aliases[0][1] != aliases[1][1]
+    assert aliases[0][0] == AssetAlias("iceberg-table:lake:db.{{ params.table }}@load_orders:load")
+    assert plain[0] == plain[1] == AssetAlias("iceberg-table:lake:db.fixed")
+
+
+def test_a_templated_tables_alias_is_named_after_a_dag_the_task_joins_later():
+    """A DAG factory may make its tasks first and add them to the DAG after (``dag.add_task``,
+    ``task.dag = dag``). The alias was then named after ``adhoc_<owner>``, one name for every such
+    task: it must be renamed after the DAG the task joins, in the outlets and the inlets alike."""
+    written = IcebergAppendOperator(
+        task_id="load", table="db.{{ params.table }}", iceberg_conn_id="lake", source_query="SELECT 1"
+    )
+    read = IcebergTimeTravelReadOperator(
+        task_id="read", table="db.{{ params.table }}", iceberg_conn_id="lake", snapshot_id=1
+    )
+    dag = DAG("made_later", schedule=None)
+    dag.add_task(written)
+    read.dag = dag
+    assert written.outlets == [AssetAlias("iceberg-table:lake:db.{{ params.table }}@made_later:load")]
+    assert written.table_alias_names == ["iceberg-table:lake:db.{{ params.table }}@made_later:load"]
+    assert read.inlets == [AssetAlias("iceberg-table:lake:db.{{ params.table }}@made_later:read")]
