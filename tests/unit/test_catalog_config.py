@@ -194,7 +194,8 @@ def test_port_is_added_to_every_member_of_a_list_that_names_none():
         == "jdbc:sqlserver://db:9083;databaseName=x"
     )
     with pytest.raises(
-        InvalidCatalogConfigError, match=r"'Port' \(port\): 9083 differs from the port in the URI 'thrift://b:9084'; set Port to 9084"
+        InvalidCatalogConfigError,
+        match=r"'Port' \(port\): 9083 differs from the port in the URI 'thrift://b:9084'; set Port to 9084",
     ):
         uri("thrift://a,thrift://b:9084")
 
