@@ -1,0 +1,100 @@
+"""Hostile review of write-audit-publish refs, retries, row-level changes and counts.
+
+Each test states a promise of docs/guarantees.md (or docs/operators.md) and injects the fault
+that breaks it, against the real job code on the shared SparkSession, and reads the result back
+with pyiceberg (:class:`~tests.jobs.helpers.Lake`). A failing test here is a reproduced break.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_iceberg.jobs import action_specs
+from airflow_iceberg.jobs.job_spec import Source
+from airflow_iceberg.jobs.merges import MergeSourceError, merge_into
+from airflow_iceberg.jobs.table_state import TableStateError
+from airflow_iceberg.jobs.writes import write_table
+from tests.jobs.helpers import values_query, write_spec
+from tests.jobs.test_branches import ROWS, _refs, run_ref_action
+
+ROLLBACK_TASK = "wap:rollback_bad_load:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
+
+
+def test_review_rollback_retry_undoes_a_commit_published_after_it(spark, lake, table):
+    """Promise: a retried rollback never undoes a commit made after its first try rolled back."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    good = lake.current_snapshot_id(table)
+    bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    # A write-audit-publish branch made from main while it held the bad load.
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"))
+    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+    first = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # its success is lost
+    assert lake.current_snapshot_id(table) == good and first["previous_snapshot_id"] == bad["snapshot_id"]
+    # After the rollback: the branch gets a commit and is published (main, at `good`, is its ancestor).
+    after = write_table(
+        spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
+    )["snapshot_id"]
+    run_ref_action(
+        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True),
+        commit_id="wap:publish",
+    )
+    assert lake.current_snapshot_id(table) == after
+    state = lake.state(table)
+
+    retried = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # Airflow retries the rollback
+
+    assert lake.state(table) == state, "the retry rolled main back again, dropping the published commit"
+    assert retried["already_rolled_back"] is True
+
+
+def test_review_failed_write_drops_a_branch_another_writer_created_meanwhile(spark, lake, table, monkeypatch):
+    """Promise: a failed job leaves the table as it was (a branch it created is dropped, no other)."""
+    from airflow_iceberg.jobs import branches
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    original = branches._main_to_branch_from
+    other: list[int] = []
+
+    def another_writer_creates_the_branch_meanwhile(spark_, table_, branch):
+        main = original(spark_, table_, branch)
+        if not other:  # between ensure_branch's check and its CREATE BRANCH IF NOT EXISTS
+            other.append(0)
+            spark.sql(f"ALTER TABLE {table} CREATE BRANCH {branch}")
+            staged = values_query([(7, "other writer")], "id, name")
+            other[0] = write_table(spark, write_spec(table, "append", staged, branch=branch))["snapshot_id"]
+        return main
+
+    monkeypatch.setattr(branches, "_main_to_branch_from", another_writer_creates_the_branch_meanwhile)
+    duplicates = Source(query=values_query([(5, "x"), (5, "y")], "id, name"))
+    with pytest.raises(MergeSourceError):
+        merge_into(
+            spark, action_specs.MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
+        )
+    assert _refs(lake, table).get("audit") == other[0], "the other writer's branch and commit were dropped"
+
+
+@pytest.mark.parametrize(
+    "source_type, values",
+    [("double", ["2.1D", "2.2D"]), ("timestamp", ["TIMESTAMP'2024-01-02 10:00:00'", "TIMESTAMP'2024-01-02 11:00:00'"])],
+)
+def test_review_merge_by_keys_inserts_a_key_twice_when_the_source_type_differs(
+    spark, lake, table, source_type, values
+):
+    """Promise: a merge by keys never inserts a key twice."""
+    column_type = "int" if source_type == "double" else "date"
+    spark.sql(f"CREATE TABLE {table} (k {column_type}, name string) USING iceberg")
+    source = f"SELECT {values[0]} AS k, 'x' AS name UNION ALL SELECT {values[1]} AS k, 'y' AS name"
+    try:
+        merge_into(spark, action_specs.MergeSpec(table, source=Source(query=source), keys=("k",)).validated())
+    except MergeSourceError:
+        pass  # refused: the promise holds
+    keys = [row["k"] for row in lake.rows(table, sort_by="k")]
+    assert len(keys) == len(set(keys)), f"key inserted twice: {keys}"
+
+
+def test_review_a_merge_key_in_backticks_is_found(spark, lake, table):
+    """docs/operators.md: merge keys are written bare or in backticks (a name holding a space)."""
+    spark.sql(f"CREATE TABLE {table} (`order id` int, name string) USING iceberg")
+    source = Source(query="SELECT 1 AS `order id`, 'a' AS name")
+    merge_into(spark, action_specs.MergeSpec(table, source=source, keys=("`order id`",)).validated())
+    assert [row["order id"] for row in lake.rows(table, sort_by="order id")] == [1]
