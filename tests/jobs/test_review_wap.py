@@ -15,13 +15,19 @@ from airflow_iceberg.jobs.merges import MergeSourceError, merge_into
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
-from tests.jobs.test_branches import ROWS, _refs, run_ref_action
+from tests.jobs.test_branches import ROWS, _refs, publish_path, run_ref_action  # noqa: F401 (a fixture)
 
 ROLLBACK_TASK = "wap:rollback_bad_load:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
 
 
-def test_review_rollback_retry_undoes_a_commit_published_after_it(spark, lake, table):
-    """Promise: a retried rollback never undoes a commit made after its first try rolled back."""
+def test_review_rollback_retry_undoes_a_commit_published_after_it(spark, lake, table, publish_path):
+    """Promise: a retried rollback never undoes a commit made after its first try rolled back.
+
+    The retry takes "the snapshot main was at is still in main's history" to mean "not rolled
+    back yet". A publish after the rollback of a branch made before it brings that snapshot back
+    into main's history (main, rolled back to an ancestor of the branch, fast-forwards to it).
+    Both ways the job reads refs (driver metadata, metadata tables as over Connect).
+    """
     write_table(spark, write_spec(table, "create", ROWS))
     good = lake.current_snapshot_id(table)
     bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
@@ -43,8 +49,8 @@ def test_review_rollback_retry_undoes_a_commit_published_after_it(spark, lake, t
 
     retried = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # Airflow retries the rollback
 
-    assert lake.state(table) == state, "the retry rolled main back again, dropping the published commit"
-    assert retried["already_rolled_back"] is True
+    assert 4 in lake.ids(table), "the retry rolled main back again, dropping the published commit"
+    assert lake.state(table) == state and retried["already_rolled_back"] is True
 
 
 def test_review_failed_write_drops_a_branch_another_writer_created_meanwhile(spark, lake, table, monkeypatch):
@@ -98,3 +104,51 @@ def test_review_a_merge_key_in_backticks_is_found(spark, lake, table):
     source = Source(query="SELECT 1 AS `order id`, 'a' AS name")
     merge_into(spark, action_specs.MergeSpec(table, source=source, keys=("`order id`",)).validated())
     assert [row["order id"] for row in lake.rows(table, sort_by="order id")] == [1]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_review_record_count_change_of_a_copy_on_write_merge_on_a_table_whose_deletes_are_merge_on_read(
+    spark, lake, table, version
+):
+    """Promise: record_count_change is how many rows the commit added, on both write modes.
+
+    The documented limit names a table *switched* from merge-on-read to copy-on-write; a table
+    that always deletes merge-on-read and merges copy-on-write (a common split) hits it too.
+    """
+    properties = {
+        "format-version": str(version),
+        "write.delete.mode": "merge-on-read",
+        "write.merge.mode": "copy-on-write",
+    }
+    start = values_query([(i, f"n{i}") for i in range(1, 11)], "id, name")
+    write_table(spark, write_spec(table, "create", start, table_properties=properties))
+    from airflow_iceberg.jobs.merges import delete_from
+
+    delete_from(spark, action_specs.DeleteSpec(table, condition="id IN (1, 2, 3)").validated())
+    live = len(lake.rows(table))
+    upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
+    merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
+    assert len(lake.rows(table)) == live == 7
+    assert merged["record_count_change"] == 0, (
+        f"record_count_change {merged['record_count_change']} for an update of one row "
+        f"(summary {merged['summary']})"
+    )
+
+
+def test_review_a_pinned_publish_retried_after_expiry_says_nothing_was_published(spark, lake, table):
+    """A retried publish whose earlier try published must not say it never did (and advise a redo)."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    audited = write_table(
+        spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit")
+    )["snapshot_id"]
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    run_ref_action(spark, spec)  # published and dropped; Airflow lost the success
+    write_table(spark, write_spec(table, "append", values_query([(5, "e")], "id, name")))
+    spark.sql(f"CALL lake.system.expire_snapshots(table => '{table.split('.', 1)[1]}', retain_last => 1, "
+              "older_than => TIMESTAMP '2999-01-01 00:00:00')")
+    assert audited not in {s.snapshot_id for s in lake.snapshots(table)}
+    assert 3 in lake.ids(table)  # the audited rows are on main
+    try:
+        run_ref_action(spark, spec)
+    except TableStateError as error:
+        assert "nothing was published" not in str(error), f"false: {error}"
