@@ -152,3 +152,75 @@ def test_review_a_pinned_publish_retried_after_expiry_says_nothing_was_published
         run_ref_action(spark, spec)
     except TableStateError as error:
         assert "nothing was published" not in str(error), f"false: {error}"
+
+
+def test_review_compaction_waiting_for_branches_runs_under_a_branch_write_in_flight(
+    spark, lake, table, monkeypatch
+):
+    """Promise: compaction with wait_for_branches does not break a pending publish.
+
+    The branch write makes its branch at main's head, then runs its MERGE (minutes, on real
+    data). A compaction that starts meanwhile sees a branch at main's head ("nothing to
+    publish"), commits, and the day's publish then fails.
+    """
+    from airflow_iceberg.jobs import merges
+    from airflow_iceberg.jobs.upkeep import rewrite_data_files
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))
+    compaction = action_specs.RewriteDataFilesSpec(
+        table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
+    ).validated()
+    commit_sql = merges._commit_sql
+    compacted: list[dict] = []
+
+    def the_daily_compaction_runs_while_the_merge_runs(*args):
+        compacted.append(rewrite_data_files(spark, compaction))
+        commit_sql(*args)
+
+    monkeypatch.setattr(merges, "_commit_sql", the_daily_compaction_runs_while_the_merge_runs)
+    source = Source(query=values_query([(1, "A"), (4, "d")], "id, name"))
+    merged = merge_into(
+        spark, action_specs.MergeSpec(table, source=source, keys=("id",), branch="audit_20240102").validated()
+    )
+    monkeypatch.undo()
+    publish = action_specs.PublishSpec(table, branch="audit_20240102", expected_snapshot_id=merged["snapshot_id"])
+    try:
+        run_ref_action(spark, publish)
+    except TableStateError as error:
+        pytest.fail(f"the compaction ran under the branch write ({compacted[0]}), and the publish fails: {error}")
+    assert lake.current_snapshot_id(table) == merged["snapshot_id"]
+
+
+def test_review_a_rollback_retry_after_the_table_was_replaced_says_it_rolled_back(spark, lake, table):
+    """A retried rollback says ``already_rolled_back`` only when its earlier try rolled back."""
+    from airflow_iceberg.jobs import rollback as rollback_module
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    good = lake.current_snapshot_id(table)
+    write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+    procedure_call = rollback_module.procedure_call
+
+    class Killed(BaseException):
+        pass
+
+    def killed_before_rolling_back(*args, **kwargs):
+        raise Killed
+
+    rollback_module.procedure_call = killed_before_rolling_back
+    try:
+        with pytest.raises(Killed):
+            run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # the marker is made, then the kill
+    finally:
+        rollback_module.procedure_call = procedure_call
+    write_table(spark, write_spec(table, "create_or_replace", values_query([(9, "new")], "id, name")))
+    state = lake.state(table)
+    try:
+        retried = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)
+    except TableStateError:
+        return  # refused: honest
+    assert lake.state(table) == state
+    assert retried["already_rolled_back"] is False, (
+        f"reported an earlier try rolled back, but none did; main is at the replace's snapshot: {retried}"
+    )
