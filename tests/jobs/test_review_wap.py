@@ -7,6 +7,8 @@ with pyiceberg (:class:`~tests.jobs.helpers.Lake`). A failing test here is a rep
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from airflow_iceberg.jobs import action_specs
@@ -14,8 +16,12 @@ from airflow_iceberg.jobs.job_spec import Source
 from airflow_iceberg.jobs.merges import MergeSourceError, merge_into
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
+from tests.jobs import test_branches
 from tests.jobs.helpers import values_query, write_spec
-from tests.jobs.test_branches import ROWS, _refs, publish_path, run_ref_action  # noqa: F401 (a fixture)
+from tests.jobs.test_branches import ROWS, _refs, run_ref_action
+
+#: Both ways the job reads and moves refs: the driver's metadata, or SQL and metadata tables (Connect).
+publish_path = test_branches.publish_path
 
 ROLLBACK_TASK = "wap:rollback_bad_load:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
 
@@ -41,7 +47,8 @@ def test_review_rollback_retry_undoes_a_commit_published_after_it(spark, lake, t
         spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
     )["snapshot_id"]
     run_ref_action(
-        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True),
+        spark,
+        action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True),
         commit_id="wap:publish",
     )
     assert lake.current_snapshot_id(table) == after
@@ -81,7 +88,10 @@ def test_review_failed_write_drops_a_branch_another_writer_created_meanwhile(spa
 
 @pytest.mark.parametrize(
     "source_type, values",
-    [("double", ["2.1D", "2.2D"]), ("timestamp", ["TIMESTAMP'2024-01-02 10:00:00'", "TIMESTAMP'2024-01-02 11:00:00'"])],
+    [
+        ("double", ["2.1D", "2.2D"]),
+        ("timestamp", ["TIMESTAMP'2024-01-02 10:00:00'", "TIMESTAMP'2024-01-02 11:00:00'"]),
+    ],
 )
 def test_review_merge_by_keys_inserts_a_key_twice_when_the_source_type_differs(
     spark, lake, table, source_type, values
@@ -90,10 +100,8 @@ def test_review_merge_by_keys_inserts_a_key_twice_when_the_source_type_differs(
     column_type = "int" if source_type == "double" else "date"
     spark.sql(f"CREATE TABLE {table} (k {column_type}, name string) USING iceberg")
     source = f"SELECT {values[0]} AS k, 'x' AS name UNION ALL SELECT {values[1]} AS k, 'y' AS name"
-    try:
+    with contextlib.suppress(MergeSourceError):  # refused: the promise holds
         merge_into(spark, action_specs.MergeSpec(table, source=Source(query=source), keys=("k",)).validated())
-    except MergeSourceError:
-        pass  # refused: the promise holds
     keys = [row["k"] for row in lake.rows(table, sort_by="k")]
     assert len(keys) == len(set(keys)), f"key inserted twice: {keys}"
 
@@ -144,8 +152,10 @@ def test_review_a_pinned_publish_retried_after_expiry_says_nothing_was_published
     spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     run_ref_action(spark, spec)  # published and dropped; Airflow lost the success
     write_table(spark, write_spec(table, "append", values_query([(5, "e")], "id, name")))
-    spark.sql(f"CALL lake.system.expire_snapshots(table => '{table.split('.', 1)[1]}', retain_last => 1, "
-              "older_than => TIMESTAMP '2999-01-01 00:00:00')")
+    spark.sql(
+        f"CALL lake.system.expire_snapshots(table => '{table.split('.', 1)[1]}', retain_last => 1, "
+        "older_than => TIMESTAMP '2999-01-01 00:00:00')"
+    )
     assert audited not in {s.snapshot_id for s in lake.snapshots(table)}
     assert 3 in lake.ids(table)  # the audited rows are on main
     try:
@@ -184,11 +194,15 @@ def test_review_compaction_waiting_for_branches_runs_under_a_branch_write_in_fli
         spark, action_specs.MergeSpec(table, source=source, keys=("id",), branch="audit_20240102").validated()
     )
     monkeypatch.undo()
-    publish = action_specs.PublishSpec(table, branch="audit_20240102", expected_snapshot_id=merged["snapshot_id"])
+    publish = action_specs.PublishSpec(
+        table, branch="audit_20240102", expected_snapshot_id=merged["snapshot_id"]
+    )
     try:
         run_ref_action(spark, publish)
     except TableStateError as error:
-        pytest.fail(f"the compaction ran under the branch write ({compacted[0]}), and the publish fails: {error}")
+        pytest.fail(
+            f"the compaction ran under the branch write ({compacted[0]}), and the publish fails: {error}"
+        )
     assert lake.current_snapshot_id(table) == merged["snapshot_id"]
 
 
@@ -224,3 +238,40 @@ def test_review_a_rollback_retry_after_the_table_was_replaced_says_it_rolled_bac
     assert retried["already_rolled_back"] is False, (
         f"reported an earlier try rolled back, but none did; main is at the replace's snapshot: {retried}"
     )
+
+
+HOSTILE_TABLE = "lake.`we'ird ns`.`t``ick -- /* x */ été`"
+
+
+def test_held_hostile_table_name_through_every_ref_action(spark, lake, publish_path):
+    """Backticks, quotes, comment markers and unicode in the name reach CREATE TAG, fast_forward, CALL."""
+    import uuid
+
+    table = HOSTILE_TABLE.replace("été`", f"été {uuid.uuid4().hex[:6]}`")
+    write_table(spark, write_spec(table, "create", ROWS))
+    good = lake.current_snapshot_id(table)
+    audited = write_table(
+        spark,
+        write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
+        commit_id="wap:w",
+        reuse_commit=True,
+    )["snapshot_id"]
+    published = run_ref_action(
+        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    )
+    assert published["snapshot_id"] == audited and _refs(lake, table) == {"main": audited}
+    run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="wap:tag")
+    assert _refs(lake, table)["eod"] == audited
+    run_ref_action(spark, action_specs.RollbackSpec(table, snapshot_id=good), commit_id="wap:rb")
+    assert lake.current_snapshot_id(table) == good and lake.ids(table) == [1, 2]
+    merged = merge_into(
+        spark,
+        action_specs.MergeSpec(
+            table,
+            source=Source(query=values_query([(1, "A")], "id, name")),
+            keys=("id",),
+            branch="audit",
+            reset_branch=True,
+        ).validated(),
+    )
+    assert lake.snapshot(table, merged["snapshot_id"]).parent_snapshot_id == good
