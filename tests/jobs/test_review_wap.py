@@ -325,3 +325,41 @@ def test_review_record_count_change_on_a_table_with_another_engines_equality_del
     assert merged["record_count_change"] == 0, (
         f"record_count_change {merged['record_count_change']} for an update of one row (summary {summary})"
     )
+
+
+UPSERT_A = values_query([(1, "A")], "id, name")
+
+
+@pytest.mark.parametrize(
+    "source, clause",
+    [
+        (UPSERT_A, {"when": "matched", "then": "update", "set": {"name": "s.nmae"}}),  # held
+        (UPSERT_A, {"when": "matched", "condition": "rand() < 2", "then": "update"}),  # held
+        (UPSERT_A, {"when": "matched", "then": "update", "set": {"id": "array(1)"}}),  # held
+        (UPSERT_A, {"when": "matched", "condition": "s.name = array(1)", "then": "update"}),
+        ("SELECT CAST(rand() * 0 + 1 AS INT) AS id, 'A' AS name", {"when": "matched", "then": "update"}),
+    ],
+    ids=[
+        "misspelt-column",
+        "non-deterministic-condition",
+        "incompatible-assignment",
+        "type-mismatch-in-condition",
+        "non-deterministic-source",
+    ],
+)
+def test_review_an_invalid_merge_is_reported_as_a_duplicate_or_null_key(spark, lake, table, source, clause):
+    """A refused merge must say why: Spark's refusal of the statement is not "a duplicate or NULL key".
+
+    Some of Spark's analysis errors print the plan, which holds the key guard's message text
+    (``airflow-iceberg merge key check failed:``), so the job takes them for a failed key check
+    and names no key ("it has a duplicate or NULL key").
+    """
+    write_table(spark, write_spec(table, "create", ROWS))
+    state = lake.state(table)
+    spec = action_specs.MergeSpec(
+        table, source=Source(query=source), keys=("id",), clauses=(clause,)
+    ).validated()
+    with pytest.raises(Exception) as raised:
+        merge_into(spark, spec)
+    assert lake.state(table) == state
+    assert not isinstance(raised.value, MergeSourceError), f"misreported: {raised.value}"
