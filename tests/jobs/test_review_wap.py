@@ -363,3 +363,30 @@ def test_review_an_invalid_merge_is_reported_as_a_duplicate_or_null_key(spark, l
         merge_into(spark, spec)
     assert lake.state(table) == state
     assert not isinstance(raised.value, MergeSourceError), f"misreported: {raised.value}"
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
+def test_review_an_isolated_overwrite_of_a_new_branch_fails_with_no_conflicting_commit(
+    spark, lake, table, mode
+):
+    """Promise: with isolation-level alone the write fails only if a conflicting commit lands meanwhile.
+
+    The pin is the head of the ref written, read before the branch exists: none, so Iceberg
+    validates against the whole history and the table's own files count as conflicts.
+    """
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=["id"]))
+    main = lake.current_snapshot_id(table)
+    spec = write_spec(
+        table,
+        mode,
+        values_query([(1, "fixed")], "id, name"),
+        branch="audit",
+        write_options={"isolation-level": "serializable"},
+        **({"condition": "id = 1"} if mode == "overwrite" else {}),
+    )
+    written = write_table(spark, spec, commit_id="wap:overwrite:run:1")
+    assert lake.snapshot(table, written["snapshot_id"]).parent_snapshot_id == main
+    assert [(r["id"], r["name"]) for r in lake.rows(table, written["snapshot_id"])] == [
+        (1, "fixed"),
+        (2, "b"),
+    ]
