@@ -390,3 +390,61 @@ def test_review_an_isolated_overwrite_of_a_new_branch_fails_with_no_conflicting_
         (1, "fixed"),
         (2, "b"),
     ]
+
+
+def test_held_a_pin_on_another_branch_and_a_target_created_meanwhile_are_refused(
+    spark, lake, table, publish_path, monkeypatch
+):
+    from airflow_iceberg.jobs import publish
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    audited = write_table(
+        spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit")
+    )["snapshot_id"]
+    elsewhere = write_table(
+        spark, write_spec(table, "append", values_query([(8, "h")], "id, name"), branch="other")
+    )["snapshot_id"]
+    state = lake.state(table)
+    with pytest.raises(TableStateError, match=rf"snapshot {elsewhere} is not in the branch's history"):
+        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=elsewhere))
+    assert lake.state(table) == state
+
+    decide = publish.decide
+
+    def decide_then_another_task_creates_the_target(history, spec):
+        decision = decide(history, spec)
+        spark.sql(f"ALTER TABLE {table} CREATE BRANCH release AS OF VERSION {elsewhere}")
+        return decision
+
+    monkeypatch.setattr(publish, "decide", decide_then_another_task_creates_the_target)
+    spec = action_specs.PublishSpec(
+        table,
+        branch="audit",
+        target_branch="release",
+        expected_snapshot_id=audited,
+        create_target_branch=True,
+    )
+    with pytest.raises(TableStateError, match="Nothing was changed"):
+        run_ref_action(spark, spec)
+    refs = _refs(lake, table)
+    assert refs["release"] == elsewhere and refs["audit"] == audited
+    assert not [name for name in refs if name.startswith("airflow_iceberg_pin_")]
+
+
+def test_held_two_tag_tries_racing_to_record_tag_the_same_snapshot(spark, lake, table, monkeypatch):
+    from airflow_iceberg.jobs import branches, retry_markers
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = lake.current_snapshot_id(table)
+    create_marker = retry_markers.create_marker
+    raced: list[int] = []
+
+    def a_zombie_try_records_first(spark_, history, name, snapshot_id):
+        if not raced:  # the other try saw main one commit later, and recorded first
+            raced.append(write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"])
+            create_marker(spark_, branches.load_history(spark_, table), name, raced[0])
+        create_marker(spark_, history, name, snapshot_id)
+
+    monkeypatch.setattr(retry_markers, "create_marker", a_zombie_try_records_first)
+    tagged = run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="eod:tag")
+    assert tagged["snapshot_id"] == raced[0] == _refs(lake, table)["eod"] != first
