@@ -297,14 +297,22 @@ def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connec
     assert lake.current_snapshot_id(table) == later
 
 
-def test_review_a_rollback_retry_over_connect_undoes_a_commit_published_after_it(connect_lake, table):
-    """Review (break): a retried rollback rolls back again once a publish brought its snapshot back."""
+def test_a_rollback_retry_over_connect_never_undoes_a_commit_that_brought_its_snapshot_back(
+    connect_lake, table
+):
+    """main good->R; a branch from R; rollback; the branch gets C, which reaches main: the retry keeps C.
+
+    The publish of that branch is refused over Connect too (it would bring R back; the log comes
+    from the ``history`` metadata table), so another tool's fast-forward brings R back here.
+    """
     from airflow_iceberg.jobs.action_specs import PublishSpec, RollbackSpec
+    from airflow_iceberg.jobs.branches import procedure_call
+    from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
 
     spark, lake = connect_lake
     good = write_table(spark, write_spec(table, "create", ROWS))["snapshot_id"]
-    write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
     write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"))
     spec = RollbackSpec(table, snapshot_id=good)
     _ref_action(spark, spec, "repair:rollback")  # its success is lost
@@ -312,19 +320,24 @@ def test_review_a_rollback_retry_over_connect_undoes_a_commit_published_after_it
     after = write_table(
         spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
     )
-    _ref_action(
-        spark, PublishSpec(table, branch="audit", expected_snapshot_id=after["snapshot_id"]), "wap:pub"
-    )
+    state = lake.state(table)
+    with pytest.raises(TableStateError, match=rf"holds snapshot {bad['snapshot_id']}, which was in main's"):
+        _ref_action(
+            spark, PublishSpec(table, branch="audit", expected_snapshot_id=after["snapshot_id"]), "wap:pub"
+        )
+    assert lake.state(table) == state
+    procedure_call(spark, table, "fast_forward", {"branch": "'main'", "to": "'audit'"})
     state = lake.state(table)
     retried = _ref_action(spark, spec, "repair:rollback")
     assert 4 in lake.ids(table), "the retry rolled main back again, dropping the published commit"
     assert lake.state(table) == state and retried["already_rolled_back"] is True
+    assert lake.current_snapshot_id(table) == after["snapshot_id"]
 
 
-def test_review_a_failed_branch_write_over_connect_drops_a_branch_made_meanwhile(
+def test_a_failed_branch_write_over_connect_never_drops_a_branch_made_meanwhile(
     connect_lake, table, monkeypatch
 ):
-    """Review (break): a failed write drops the branch another writer made (and committed to) meanwhile."""
+    """Another writer makes the branch (and commits on it) between the check and CREATE BRANCH."""
     from airflow_iceberg.jobs import branches
     from airflow_iceberg.jobs.writes import write_table
 
@@ -347,6 +360,7 @@ def test_review_a_failed_branch_write_over_connect_drops_a_branch_made_meanwhile
     with pytest.raises(Exception, match="source broke"):
         write_table(spark, write_spec(table, "append", failing, branch="audit"))
     assert _refs(lake, table).get("audit") == other[0], "the other writer's branch and commit were dropped"
+    assert sorted(lake.ids(table, other[0])) == [1, 2, 7]
 
 
 # ------------------------------------------------------------------ operators, in this process
