@@ -116,9 +116,9 @@ _INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
 
 def widens_losslessly(given: DataType, target: DataType) -> bool:
     """Whether every value of ``given`` casts to a distinct value of ``target`` that compares the same."""
-    from pyspark.sql.types import DecimalType
+    from pyspark.sql.types import DecimalType, NullType
 
-    if given == target:
+    if given == target or isinstance(given, NullType):  # a NULL stays NULL; guard_keys refuses it
         return True
     have, want = given.simpleString(), target.simpleString()
     if have in _INTEGRAL_DIGITS and want in _INTEGRAL_DIGITS:

