@@ -93,10 +93,12 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
         """
         given, rendered = self._expected_snapshot_id_given, self.expected_snapshot_id
         if given is not None and (rendered is None or str(rendered).strip() in ("", "None")):
+            template = f"; {given!r} rendered to nothing" if given != rendered else ""
             raise InvalidSpecError(
-                f"expected_snapshot_id {given!r} rendered to {rendered!r}: no audited snapshot to pin, so "
-                "nothing is published (unpinned, the branch's head would be, audited or not). Check that "
-                "the upstream task pushed the XCom the template reads"
+                f"expected_snapshot_id must be an integer snapshot id, got {rendered!r} (did the upstream "
+                f"XCom exist?{template}): no audited snapshot to pin, so nothing is published (unpinned, "
+                "the branch's head would be, audited or not). Check that the upstream task pushed the XCom "
+                "the template reads"
             )
         return to_snapshot_id(rendered, "expected_snapshot_id")
 
