@@ -247,14 +247,17 @@ def execution_failures(error: BaseException) -> list[str]:
     with a ``SparkException`` whose cause is the task's own exception, so its message starts with
     the text the failure raised (Spark 4 puts the error class first: ``[USER_RAISED_EXCEPTION]``,
     taken off here). An ``AnalysisException`` never ran a job and counts for nothing, whatever its
-    printed plan holds.
+    printed plan holds. An error pyspark converted holds no Java exception (Spark 4 raises the
+    task's ``USER_RAISED_EXCEPTION`` as a ``SparkRuntimeException``): its own text is the failure.
     """
     from pyspark.errors import AnalysisException
 
     if isinstance(error, AnalysisException):
         return []
-    messages = []
     java = getattr(error, "java_exception", None)
+    if java is None:
+        return [str(error).removeprefix("[USER_RAISED_EXCEPTION] ")]
+    messages = []
     while java is not None:
         if str(java.getClass().getName()).endswith("AnalysisException"):
             return []
