@@ -7,7 +7,7 @@ audited snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -33,23 +33,32 @@ def branch_identifier(table: str, branch: str | None) -> str:
     )
 
 
+#: Snapshot-summary keys of the Airflow task instance that made a commit (see operators/base.py).
+TASK_IDENTITY = ("airflow.dag-id", "airflow.run-id", "airflow.task-id", "airflow.map-index")
+
+
 @contextmanager
 def branch_for_commit(
-    spark: SparkSession, table: str, branch: str | None, reset: bool = False
+    spark: SparkSession,
+    table: str,
+    branch: str | None,
+    reset: bool = False,
+    task: Mapping[str, str] | None = None,
 ) -> Iterator[None]:
     """Run the block with ``branch`` ready for a commit; undo that if the block fails.
 
     Ready means made from ``main``'s current snapshot if missing, or, with ``reset``, pointed at
-    that snapshot whatever it held (:func:`reset_branch`). The commit that fails in the block
-    leaves the table as it was, and so does this: a branch it created is dropped again, and a
-    branch it reset points back where it was, as long as it still points where this left it
-    (no commit on it since).
+    that snapshot whatever it held (:func:`reset_branch`; ``task`` is the Airflow identity of the
+    task writing, see :data:`TASK_IDENTITY`). The commit that fails in the block leaves the
+    table as it was, and so does this: a branch it created is dropped again, and a branch it
+    reset points back where it was, as long as it still points where this left it (no commit on
+    it since). A branch this job did not create or move is never touched.
     """
     if not branch:
         yield
         return
     previous = ref_snapshot_id(spark, table, branch, "BRANCH")
-    moved_to = reset_branch(spark, table, branch) if reset else ensure_branch(spark, table, branch)
+    moved_to = reset_branch(spark, table, branch, task) if reset else ensure_branch(spark, table, branch)
     try:
         yield
     except BaseException:
@@ -67,27 +76,48 @@ def _undo_branch_move(spark: SparkSession, table: str, branch: str, previous: in
 
 
 def ensure_branch(spark: SparkSession, table: str, branch: str) -> int | None:
-    """Create ``branch`` from ``main``'s current snapshot unless it exists; return that snapshot if new."""
+    """Create ``branch`` from ``main``'s current snapshot unless it exists; that snapshot if this made it.
+
+    ``CREATE BRANCH`` without ``IF NOT EXISTS``: Iceberg refuses it, against the commit's own base,
+    when the branch exists, so of two writers creating one branch exactly one is its creator. The
+    other (this job, when another writer made the branch since the check above) writes on the
+    branch it found and returns None: the branch is not this job's to drop should its write fail.
+    """
     if ref_snapshot_id(spark, table, branch, "BRANCH") is not None:
         return None
-    _main_to_branch_from(spark, table, branch)
-    spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE BRANCH IF NOT EXISTS {branch}")
-    print(f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot", flush=True)
-    return ref_snapshot_id(spark, table, branch, "BRANCH")
+    main = _main_to_branch_from(spark, table, branch)
+    try:
+        spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE BRANCH {branch} AS OF VERSION {int(main)}")
+    except Exception:
+        if ref_snapshot_id(spark, table, branch, "BRANCH") is None:
+            raise
+        print(
+            f"airflow-iceberg: branch {branch} of {table} was created by another writer meanwhile", flush=True
+        )
+        return None
+    print(
+        f"airflow-iceberg: created branch {branch} of {table} at main's current snapshot {main}", flush=True
+    )
+    return main
 
 
-def reset_branch(spark: SparkSession, table: str, branch: str) -> int | None:
+def reset_branch(
+    spark: SparkSession, table: str, branch: str, task: Mapping[str, str] | None = None
+) -> int | None:
     """Point ``branch`` at main's current snapshot (made if missing); return that snapshot if it moved.
 
     This is how a repaired write-audit-publish run starts again from ``main``: the commits a
     failed audit left on the branch are no longer on it (they stay in the table's snapshots,
     readable by id, until expired), so the new write lands on ``main`` exactly. A branch that
-    already points at ``main``'s snapshot is left alone (no metadata commit).
+    already points at ``main``'s snapshot is left alone (no metadata commit). A reset that would
+    drop another task's commit of this same run is refused (:func:`refuse_dropping_a_neighbours_commit`).
     """
     main = _main_to_branch_from(spark, table, branch)
     head = ref_snapshot_id(spark, table, branch, "BRANCH")
     if head == main:
         return None
+    if head is not None and task:
+        refuse_dropping_a_neighbours_commit(load_history(spark, table), branch, task)
     spark.sql(f"ALTER TABLE {quote_identifier(table)} CREATE OR REPLACE BRANCH {branch} AS OF VERSION {main}")
     was = f"it was at snapshot {head}" if head is not None else "it did not exist"
     print(
@@ -95,6 +125,49 @@ def reset_branch(spark: SparkSession, table: str, branch: str) -> int | None:
         flush=True,
     )
     return main
+
+
+def refuse_dropping_a_neighbours_commit(history: TableHistory, branch: str, task: Mapping[str, str]) -> None:
+    """Refuse a reset that would drop a commit another task of this run made on the branch.
+
+    ``reset_branch`` belongs on the first task of a run that writes the branch; on a later one it
+    drops the earlier tasks' commits, and the audit then passes on what is left. So the commits
+    on the branch and not in ``main``'s history are read (their summaries carry the Airflow
+    identity of the task that made them): one of this DAG run by another task instance (task id
+    or map index), with none by this task instance, means a neighbour wrote the branch first in
+    this run. A commit by this task instance among them means this is a cleared re-run (a repair
+    of the run), whose reset is meant to drop the run's earlier work, its neighbours' included.
+    """
+    run = {key: task.get(key) for key in TASK_IDENTITY}
+    if not run["airflow.run-id"] or not run["airflow.task-id"]:
+        return
+    in_main = set(history.ancestors(history.branch("main")))
+    mine, theirs = False, []
+    for snapshot in history.ancestors(history.branch(branch)):
+        if snapshot in in_main:
+            break
+        summary = history.summaries.get(snapshot, {})
+        if (summary.get("airflow.dag-id"), summary.get("airflow.run-id")) != (
+            run["airflow.dag-id"],
+            run["airflow.run-id"],
+        ):
+            continue
+        if (summary.get("airflow.task-id"), summary.get("airflow.map-index")) == (
+            run["airflow.task-id"],
+            run["airflow.map-index"],
+        ):
+            mine = True
+        else:
+            theirs.append((snapshot, summary.get("airflow.task-id"), summary.get("airflow.map-index")))
+    if theirs and not mine:
+        snapshot, task_id, map_index = theirs[0]
+        who = f"task {task_id!r}" + (f" (map index {map_index})" if map_index not in (None, "-1") else "")
+        raise TableStateError(
+            f"reset_branch would drop snapshot {snapshot} that {who} of this DAG run "
+            f"({run['airflow.run-id']}) committed on branch {branch!r} of {history.table}"
+            + (f", and {len(theirs) - 1} more" if len(theirs) > 1 else "")
+            + ": nothing changed. Set reset_branch only on the first task of the run that writes the branch"
+        )
 
 
 def _main_to_branch_from(spark: SparkSession, table: str, branch: str) -> int:

@@ -7,7 +7,9 @@ merge-on-read work alike; the table's ``write.merge.mode`` / ``write.delete.mode
 
 A merge by ``keys`` takes a source with one row per key and no NULL key, and refuses any other
 before anything is committed (:func:`guard_keys`): Spark's own check only sees table rows that
-several source rows match.
+several source rows match. Its key columns must have the table's types, or types that widen to
+them without loss (:func:`check_key_types`): the match compares in the wider type but the insert
+stores the table's, so a lossy cast (2.1 and 2.2 into an ``int`` key) would insert one key twice.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from airflow_iceberg.jobs.commits import (
     snapshot_properties_for,
     with_commit_properties,
 )
-from airflow_iceberg.jobs.job_spec import quote_name
+from airflow_iceberg.jobs.job_spec import parse_column, quote_identifier, quote_name
 from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableStateError, find_commit, require_table
 from airflow_iceberg.jobs.writes import load_source
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 
 class MergeSourceError(TableStateError):
@@ -62,17 +65,73 @@ def _merge_expressions(spec: action_specs.MergeSpec) -> list[tuple[str, str]]:
 
 
 def source_key_columns(spark: SparkSession, source: DataFrame, keys: Sequence[str]) -> list[str]:
-    """The source's own names of the merge ``keys`` (found as Spark resolves names), or a clear error."""
+    """The source's own names of the merge ``keys`` (found as Spark resolves names), or a clear error.
+
+    A key is written bare or in backticks (```order id```); the column it names is compared.
+    """
+    return [_column_named(spark, source.columns, key, "the source") for key in keys]
+
+
+def _column_named(spark: SparkSession, columns: Sequence[str], key: str, where: str) -> str:
     case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
-    found = []
-    for key in keys:
-        named = [c for c in source.columns if c == key or (not case_sensitive and c.lower() == key.lower())]
-        if len(named) != 1:
+    name = parse_column(key, "merge key column")
+    named = [c for c in columns if c == name or (not case_sensitive and c.lower() == name.lower())]
+    if len(named) != 1:
+        raise SchemaMismatchError(
+            f"merge key {key!r} is not a column of {where} (columns: {', '.join(columns)})"
+        )
+    return named[0]
+
+
+def check_key_types(spark: SparkSession, table: str, source: DataFrame, keys: Sequence[str]) -> None:
+    """Refuse a key column whose source type does not widen without loss to the table's type.
+
+    ``t.k = s.k`` compares in the wider of the two types, while ``INSERT`` stores the source
+    value cast to the table's type: with a source ``double`` key and an ``int`` column, 2.1 and
+    2.2 are two keys to the match and to :func:`guard_keys`, and both are inserted as 2; and
+    2.1 does not match the table's 2, so it is inserted next to it. When the cast is lossless
+    (the same type, ``int`` into ``bigint``, ``float`` into ``double``, a decimal into a wider
+    one, ``date`` into ``timestamp``), equal stored values are equal source values, and the
+    match and the guard see what the insert stores. Anything else is refused before the merge
+    runs, naming both types: cast the key in the source query.
+    """
+    table_types = {field.name: field.dataType for field in spark.table(quote_identifier(table)).schema.fields}
+    source_types = {field.name: field.dataType for field in source.schema.fields}
+    for key, column in zip(keys, source_key_columns(spark, source, keys), strict=True):
+        target = table_types.get(_column_named(spark, list(table_types), key, f"table {table}"))
+        given = source_types[column]
+        if target is not None and not widens_losslessly(given, target):
             raise SchemaMismatchError(
-                f"merge key {key!r} is not a column of the source (columns: {', '.join(source.columns)})"
+                f"merge key {key!r} is {given.simpleString()} in the source but {target.simpleString()} in "
+                f"table {table}: the insert would store the source value cast to "
+                f"{target.simpleString()}, so distinct source keys could become one stored key, inserted "
+                f"twice. Nothing was changed; cast it in the source query, e.g. CAST({quote_name(column)} AS "
+                f"{target.simpleString().upper()}) AS {quote_name(column)}"
             )
-        found.append(named[0])
-    return found
+
+
+#: Integral types by width: each widens without loss to the wider ones (and to decimals wide enough).
+_INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+
+
+def widens_losslessly(given: DataType, target: DataType) -> bool:
+    """Whether every value of ``given`` casts to a distinct value of ``target`` that compares the same."""
+    from pyspark.sql.types import DecimalType, NullType
+
+    if given == target or isinstance(given, NullType):  # a NULL stays NULL; guard_keys refuses it
+        return True
+    have, want = given.simpleString(), target.simpleString()
+    if have in _INTEGRAL_DIGITS and want in _INTEGRAL_DIGITS:
+        return _INTEGRAL_DIGITS[have] <= _INTEGRAL_DIGITS[want]
+    if have in _INTEGRAL_DIGITS and isinstance(target, DecimalType):
+        return target.precision - target.scale >= _INTEGRAL_DIGITS[have]
+    if isinstance(given, DecimalType) and isinstance(target, DecimalType):
+        return (
+            target.scale >= given.scale and target.precision - target.scale >= given.precision - given.scale
+        )
+    if have in ("tinyint", "smallint", "int", "float") and want == "double":
+        return True
+    return (have, want) == ("date", "timestamp")
 
 
 def guard_keys(source: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -135,6 +194,7 @@ def merge_into(
     check_expressions(spark, _merge_expressions(spec))
     source = load_source(spark, spec.source, spec.table)
     keys = source_key_columns(spark, source, spec.keys)
+    check_key_types(spark, spec.table, source, spec.keys)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
     sql = (
         f"MERGE INTO {branch_identifier(spec.table, spec.branch)} {action_specs.TARGET_ALIAS} "
@@ -143,10 +203,10 @@ def merge_into(
     )
     (guard_keys(source, keys) if keys else source).createOrReplaceTempView(view)
     try:
-        with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):
+        with branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties):
             _commit_sql(spark, sql, commit_id, commit_properties)
     except Exception as error:
-        refusal = _source_refusal(spec, source, keys, str(error))
+        refusal = _source_refusal(spec, source, keys, error)
         if refusal is None:
             raise
         raise refusal from None
@@ -156,16 +216,22 @@ def merge_into(
 
 
 def _source_refusal(
-    spec: action_specs.MergeSpec, source: DataFrame, keys: Sequence[str], error: str
+    spec: action_specs.MergeSpec, source: DataFrame, keys: Sequence[str], error: BaseException
 ) -> MergeSourceError | None:
-    """The clear error for a merge that failed on its source, or None when it failed otherwise."""
-    if KEY_CHECK_FAILED in error:
+    """The clear error for a merge that failed on its source, or None when it failed otherwise.
+
+    Only the failure of a running Spark job counts (:func:`execution_failures`): an analysis
+    error prints the plan, which holds the key guard's message text as a literal.
+    """
+    failures = execution_failures(error)
+    key_check = next((m for m in failures if m.startswith(KEY_CHECK_FAILED)), None)
+    if key_check is not None:
         return MergeSourceError(
             f"the merge source must hold one row per key ({', '.join(keys)}) and no NULL key, but it has "
-            f"{_offending_keys(source, keys, error)}: keep one row per key (e.g. the latest), and filter "
+            f"{_offending_keys(source, keys, key_check)}: keep one row per key (e.g. the latest), and filter "
             "out or coalesce NULL keys. Nothing was changed"
         )
-    if "MERGE_CARDINALITY_VIOLATION" in error:
+    if any(m.startswith("[MERGE_CARDINALITY_VIOLATION]") for m in failures):
         return MergeSourceError(
             f"the merge source has more than one row for a row of {spec.table} (match: "
             f"{spec.match_condition}): make the source unique on the match, e.g. keep the latest row per "
@@ -174,7 +240,34 @@ def _source_refusal(
     return None
 
 
-def _offending_keys(source: DataFrame, keys: Sequence[str], error: str) -> str:
+def execution_failures(error: BaseException) -> list[str]:
+    """The messages of the Java exceptions behind a failed Spark job, outermost first; none for analysis.
+
+    A task that fails (``raise_error``, Spark's ``MERGE_CARDINALITY_VIOLATION``) aborts the job
+    with a ``SparkException`` whose cause is the task's own exception, so its message starts with
+    the text the failure raised (Spark 4 puts the error class first: ``[USER_RAISED_EXCEPTION]``,
+    taken off here). An ``AnalysisException`` never ran a job and counts for nothing, whatever its
+    printed plan holds. An error pyspark converted holds no Java exception (Spark 4 raises the
+    task's ``USER_RAISED_EXCEPTION`` as a ``SparkRuntimeException``): its own text is the failure.
+    """
+    from pyspark.errors import AnalysisException
+
+    if isinstance(error, AnalysisException):
+        return []
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return [str(error).removeprefix("[USER_RAISED_EXCEPTION] ")]
+    messages = []
+    while java is not None:
+        if str(java.getClass().getName()).endswith("AnalysisException"):
+            return []
+        message = str(java.getMessage() or "")
+        messages.append(message.removeprefix("[USER_RAISED_EXCEPTION] "))
+        java = java.getCause()
+    return messages
+
+
+def _offending_keys(source: DataFrame, keys: Sequence[str], failure: str) -> str:
     """A few offending keys, NULL keys first, then those of the most rows.
 
     This reads the source again, only to name them; should it not find any (the source changed
@@ -192,7 +285,7 @@ def _offending_keys(source: DataFrame, keys: Sequence[str], error: str) -> str:
         .collect()
     )
     if not found:
-        seen = re.search(re.escape(KEY_CHECK_FAILED) + r" (\(.*?\) \d+ rows?)", error)
+        seen = re.search(re.escape(KEY_CHECK_FAILED) + r" (\(.*?\) \d+ rows?)", failure)
         return seen.group(1) if seen else "a duplicate or NULL key"
     named = ", ".join(row.key for row in found[:OFFENDING_KEYS_SHOWN])
     return named + (", and more" if len(found) > OFFENDING_KEYS_SHOWN else "")
@@ -220,7 +313,7 @@ def delete_from(
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
     sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
-    with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):
+    with branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties):
         _commit_sql(spark, sql, commit_id, commit_properties)
     return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id)}
 

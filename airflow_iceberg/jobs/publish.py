@@ -11,7 +11,15 @@ audited rows while the task reports success.
 A retry recognises its earlier try by ancestry: if the published snapshot (the pin, or without
 one the branch's head) is already the target's head or one of its ancestors, the publish
 happened, and the retry says so (``already_published``) and changes nothing, even after other
-writers committed on top, and with a pin even after ``drop_branch`` dropped the branch.
+writers committed on top, and with a pin even after ``drop_branch`` dropped the branch. A pin
+that was published and then expired is still found while a snapshot of the target's history
+names it as its parent; when none does, the refusal says it may have been published.
+
+A fast-forward never brings back what ``main`` rolled back: a branch made before a rollback
+holds the rolled-back snapshot in its history, and publishing it would make that snapshot's rows
+current again. ``main``'s snapshot log says which snapshots were in its history once
+(:meth:`~.snapshot_history.TableHistory.rolled_out_of_main`); such a publish is refused.
+Iceberg keeps that log for ``main`` only, so the check covers a publish to ``main``.
 
 The move is atomic against concurrent commits, in both execution modes:
 
@@ -38,6 +46,7 @@ from airflow_iceberg.jobs.retry_markers import create_marker, drop_marker, marke
 from airflow_iceberg.jobs.snapshot_history import TableHistory, history_of_java_table, load_history
 from airflow_iceberg.jobs.table_state import (
     TableStateError,
+    commit_outcome_unknown,
     has_driver_jvm,
     iceberg_error_reason,
     iceberg_table,
@@ -61,6 +70,8 @@ class Decision:
     previous: int | None  # the target's head now; None when the target is to be created
     already: bool  # an earlier try (or anyone) already published it: no move
     drop: bool  # drop the branch: asked for, and it holds nothing the target lacks
+    branch_head: int | None = None  # the branch's head as decided on; None when it does not exist
+    branch_ahead: bool = False  # the branch holds commits the target lacks (after the published snapshot)
 
 
 def publish_branch(
@@ -73,7 +84,9 @@ def publish_branch(
 
     Returns ``snapshot_id`` (the published snapshot), ``previous_snapshot_id`` (the target's head
     before, None when nothing moved or the target was created), ``already_published``,
-    ``target_branch_created`` and ``branch_dropped``.
+    ``target_branch_created``, ``branch_dropped``, ``branch_snapshot_id`` (the branch's head as
+    decided on) and ``branch_holds_unpublished_commits`` (the branch has commits after the
+    published snapshot, which this publish left out).
     """
     require_table(spark, spec.table)
     if has_driver_jvm(spark):
@@ -81,12 +94,7 @@ def publish_branch(
     else:
         decision, dropped = _publish_with_sql(spark, spec, commit_id or uuid.uuid4().hex)
     if decision.already:
-        print(
-            f"airflow-iceberg: snapshot {decision.published} of {spec.table} is already in "
-            f"{spec.target_branch}'s history (an earlier try published it, or the branch holds nothing "
-            "new); not publishing again",
-            flush=True,
-        )
+        print(f"airflow-iceberg: {already_published_note(spec, decision)}", flush=True)
     return {
         "table": spec.table,
         "branch": spec.branch,
@@ -96,7 +104,23 @@ def publish_branch(
         "already_published": decision.already,
         "target_branch_created": not decision.already and decision.previous is None,
         "branch_dropped": dropped,
+        "branch_snapshot_id": decision.branch_head,
+        "branch_holds_unpublished_commits": decision.branch_ahead,
     }
+
+
+def already_published_note(spec: action_specs.PublishSpec, decision: Decision) -> str:
+    """Why nothing was published (the snapshot is in the target's history), and what the branch holds."""
+    note = (
+        f"snapshot {decision.published} of {spec.table} is already in {spec.target_branch}'s history (an "
+        "earlier try of this task published it, or it was there before): nothing was published"
+    )
+    if decision.branch_ahead:
+        note += (
+            f". Branch {spec.branch} is at {decision.branch_head}, with commits after snapshot "
+            f"{decision.published}: they were not audited, and were not published"
+        )
+    return note
 
 
 def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
@@ -108,13 +132,8 @@ def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
             f"cannot publish to {spec.target_branch!r} of {history.table}: it is a tag, not a branch. "
             "Nothing was changed; give the branch to move as target_branch"
         )
-    if pin is not None and not history.has_snapshot(pin):
-        raise PublishError(
-            f"expected_snapshot_id {pin} is not a snapshot of table {history.table}: nothing was published "
-            "and nothing changed. Pass the snapshot the audit read (its XCom's snapshot_id)"
-        )
     published = pin if pin is not None else head
-    if target is not None and published is not None and history.is_ancestor(published, of=target):
+    if target is not None and published is not None and history.was_in_history_of(published, of=target):
         keeps_nothing = head is not None and history.is_ancestor(head, of=target)
         if spec.drop_branch and head is not None and not keeps_nothing:
             print(
@@ -122,7 +141,10 @@ def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
                 f"{head} has commits after the published snapshot {published}",
                 flush=True,
             )
-        return Decision(published, target, already=True, drop=spec.drop_branch and keeps_nothing)
+        drop, ahead = spec.drop_branch and keeps_nothing, head is not None and not keeps_nothing
+        return Decision(published, target, already=True, drop=drop, branch_head=head, branch_ahead=ahead)
+    if pin is not None and not history.has_snapshot(pin):
+        raise _unknown_pin(history, spec)
     if head is None:
         raise _missing_branch(history, spec)
     if pin is not None and head != pin:
@@ -137,7 +159,41 @@ def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
             f"{spec.target_branch} is unchanged and nothing was published; redo the branch's changes "
             f"on a branch made from {spec.target_branch}'s current snapshot, audit and publish that"
         )
-    return Decision(head, target, already=False, drop=spec.drop_branch)
+    if spec.target_branch == "main":
+        _refuse_bringing_back_rolled_out(history, spec, head, target)
+    return Decision(head, target, already=False, drop=spec.drop_branch, branch_head=head)
+
+
+def _refuse_bringing_back_rolled_out(
+    history: TableHistory, spec: action_specs.PublishSpec, head: int, target: int | None
+) -> None:
+    """Refuse a fast-forward of ``main`` that would bring back a snapshot taken out of its history."""
+    rolled_out = history.rolled_out_of_main()
+    brought = [s for s in history.ancestors(head) if not history.is_ancestor(s, of=target)]
+    back = [s for s in brought if s in rolled_out]
+    if not back:
+        return
+    named = ", ".join(str(s) for s in back[:5]) + (", ..." if len(back) > 5 else "")
+    raise PublishError(
+        f"cannot publish branch {spec.branch!r} of {history.table}: its history holds snapshot {named}, "
+        f"which was in main's history once and was taken out of it (rolled back, or the table replaced; "
+        f"see main's snapshot log). The branch was made before that, and publishing its {head} would "
+        f"bring those rows back to main. Nothing was published; main is unchanged (at {target}). Start "
+        "the branch afresh from main's current snapshot (reset_branch=True on its first write), audit "
+        "it and publish that"
+    )
+
+
+def _unknown_pin(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+    pin, target = spec.expected_snapshot_id, spec.target_branch
+    return PublishError(
+        f"expected_snapshot_id {pin} is not a snapshot of table {history.table}: either it never was one "
+        f"(check the XCom the pin comes from), or it was published to {target} and has expired since "
+        f"(expire_snapshots), leaving no snapshot of {target}'s history that names it as its parent, so "
+        "this task cannot tell which. This try changed nothing. If an earlier try of this task "
+        f"published it, its rows are in {target}: check the table's history metadata table before "
+        "publishing anything again"
+    )
 
 
 def _missing_branch(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
@@ -247,6 +303,13 @@ def _publish_with_sql(
 def _failed(spec: action_specs.PublishSpec, decision: Decision, error: BaseException) -> PublishError:
     """The publish's commit failed: most likely a concurrent commit to the table; say so plainly."""
     reason = iceberg_error_reason(error)
+    if commit_outcome_unknown(error):
+        return PublishError(
+            f"publishing snapshot {decision.published} of branch {spec.branch!r} of {spec.table} to "
+            f"{spec.target_branch}: the outcome is unknown ({reason}): {spec.target_branch} may or may "
+            "not have moved. Retrying the task is safe: the retry finds the snapshot in "
+            f"{spec.target_branch}'s history if this try published it, and publishes it otherwise"
+        )
     if "not an ancestor" in reason:
         what = (
             f"{spec.target_branch} moved while publishing (it is no longer an ancestor of "

@@ -47,6 +47,21 @@ def recorded_snapshot(history: TableHistory, commit_id: str | None) -> int | Non
     return history.tag(marker_name(commit_id)) if commit_id else None
 
 
+def marker_made_by(history: TableHistory, commit_id: str | None) -> int | None:
+    """The latest moment (epoch ms) this task's marker can have been made, or None without a marker.
+
+    Iceberg keeps no creation time for a ref, but the marker's retention encodes it: it was made
+    with ``RETAIN`` = its snapshot's age then plus :data:`MARKER_LIFETIME_MS`, rounded up to a
+    minute, so it was made in the minute before this moment (by the clock of the job that made
+    it). A rollback's retry uses it to tell the ``main`` it recorded from a later return of the
+    same snapshot.
+    """
+    ref = history.refs.get(marker_name(commit_id)) if commit_id else None
+    if ref is None or ref.max_ref_age_ms is None or ref.snapshot_id not in history.timestamps:
+        return None
+    return history.timestamps[ref.snapshot_id] + ref.max_ref_age_ms - MARKER_LIFETIME_MS
+
+
 def record_snapshot(spark: SparkSession, history: TableHistory, commit_id: str, snapshot_id: int) -> int:
     """Record ``snapshot_id`` for this task's retries; return what is recorded (a racing try's, if it won).
 

@@ -6,10 +6,17 @@ main still an ancestor of the audited snapshot?``). :class:`TableHistory` holds 
 read in one go so that every check of one decision sees the same state, and answers the
 questions in Python, the same way in both execution modes.
 
+They also hold ``main``'s snapshot log (Iceberg's ``snapshot-log``: each time ``main``'s head
+changed, the snapshot it was set to), the only record of what ``main`` pointed at in the past:
+ancestry says what a snapshot descends from, the log says what ``main`` was. A rollback's retry
+reads it to tell "my earlier try rolled back" from "a publish brought the snapshot back", and a
+publish to find a snapshot that ``main`` rolled back out of its history
+(:meth:`TableHistory.rolled_out_of_main`).
+
 Where they come from: with a driver JVM (spark-submit), the table metadata Iceberg already holds
 (``TableMetadataParser.toJson``: one py4j call, no Spark job), optionally the base of an open
 Iceberg transaction, so the checks and the commit see the very same metadata. Over Spark Connect,
-the ``refs`` and ``snapshots`` metadata tables (two small queries).
+the ``refs``, ``snapshots`` and ``history`` metadata tables (three small queries).
 """
 
 from __future__ import annotations
@@ -38,12 +45,17 @@ class Ref:
 
 @dataclass(frozen=True)
 class TableHistory:
-    """Refs, and each snapshot's parent and commit time (epoch ms), of one table at one moment."""
+    """Refs, each snapshot's parent and commit time (epoch ms), and ``main``'s log, at one moment."""
 
     table: str
     refs: dict[str, Ref] = field(default_factory=dict)
     parents: dict[int, int | None] = field(default_factory=dict)
     timestamps: dict[int, int] = field(default_factory=dict)
+    #: Each snapshot's summary (the commit id and Airflow identity the provider stamps are in it).
+    summaries: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: ``main``'s snapshot log, oldest first: (when it was made current, epoch ms; snapshot id).
+    #: Iceberg shortens it when an expiry removes a snapshot it names (what came before is dropped).
+    main_log: tuple[tuple[int, int], ...] = ()
 
     def branch(self, name: str) -> int | None:
         """The snapshot branch ``name`` points at, or None (no such branch, or it is a tag)."""
@@ -73,6 +85,28 @@ class TableHistory:
 
     def branches(self) -> list[str]:
         return sorted(name for name, ref in self.refs.items() if ref.kind == BRANCH)
+
+    def was_in_history_of(self, snapshot_id: int, of: int | None) -> bool:
+        """Whether ``snapshot_id`` is in the history of ``of``, expired or not: an ancestor, or the
+        parent of one (a snapshot's parent id outlives the parent's expiry)."""
+        return any(s == snapshot_id or self.parents[s] == snapshot_id for s in self.ancestors(of))
+
+    def rolled_out_of_main(self) -> set[int]:
+        """Snapshots that were in ``main``'s history once (per its log) and are not any more.
+
+        Each snapshot the log says ``main`` was set to, with its ancestors, minus the ancestors of
+        ``main``'s head now: what a rollback (or a replace) took out of ``main``. The log holds
+        only heads, so a snapshot never itself current (committed together with a later one, or
+        fast-forwarded past) counts through the head it is an ancestor of.
+        """
+        current = set(self.ancestors(self.branch("main")))
+        was: set[int] = set()
+        for _, head in self.main_log:
+            for snapshot in self.ancestors(head):
+                if snapshot in was:
+                    break
+                was.add(snapshot)
+        return was - current
 
 
 def load_history(spark: SparkSession, table: str) -> TableHistory:
@@ -105,6 +139,13 @@ def history_of_java_table(spark: SparkSession, table: str, java_table: Any) -> T
         refs=refs,
         parents={int(s["snapshot-id"]): _optional_int(s.get("parent-snapshot-id")) for s in snapshots},
         timestamps={int(s["snapshot-id"]): int(s["timestamp-ms"]) for s in snapshots},
+        summaries={
+            int(s["snapshot-id"]): {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
+            for s in snapshots
+        },
+        main_log=tuple(
+            (int(e["timestamp-ms"]), int(e["snapshot-id"])) for e in metadata.get("snapshot-log") or []
+        ),
     )
 
 
@@ -121,7 +162,12 @@ def _history_from_metadata_tables(spark: SparkSession, table: str) -> TableHisto
     }
     rows = (
         spark.table(metadata_table(table, "snapshots"))
-        .selectExpr("snapshot_id", "parent_id", "unix_millis(committed_at) AS committed_ms")
+        .selectExpr("snapshot_id", "parent_id", "unix_millis(committed_at) AS committed_ms", "summary")
+        .collect()
+    )
+    log = (
+        spark.table(metadata_table(table, "history"))
+        .selectExpr("unix_millis(made_current_at) AS made_current_ms", "snapshot_id")
         .collect()
     )
     return TableHistory(
@@ -129,4 +175,8 @@ def _history_from_metadata_tables(spark: SparkSession, table: str) -> TableHisto
         refs=refs,
         parents={int(r.snapshot_id): _optional_int(r.parent_id) for r in rows},
         timestamps={int(r.snapshot_id): int(r.committed_ms) for r in rows},
+        summaries={int(r.snapshot_id): dict(r.summary or {}) for r in rows},
+        # One static scan task over Iceberg's snapshot log: the rows come in the log's order, which
+        # is the order of the commits (not sorted by time: writers' clocks may disagree).
+        main_log=tuple((int(r.made_current_ms), int(r.snapshot_id)) for r in log),
     )

@@ -12,7 +12,7 @@ family: the job reports them as one clear line and exits 1, having written nothi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -20,43 +20,10 @@ from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import connect, job_spec
 from airflow_iceberg.jobs.job_spec import quote_identifier
+from airflow_iceberg.jobs.record_counts import may_count_dead_rows, summary_counts, unknown_count_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-#: Snapshot-summary counts every write result carries as they are (result key -> Iceberg summary key).
-WRITE_SUMMARY_COUNTS = {
-    "added_records": "added-records",
-    "total_records": "total-records",
-    "added_data_files": "added-data-files",
-    "deleted_data_files": "deleted-data-files",
-    "total_data_files": "total-data-files",
-}
-
-
-def summary_counts(summary: Mapping[str, str]) -> dict[str, int]:
-    """The counts of a result, from a snapshot summary: Iceberg's own, and two that hold on every write mode.
-
-    ``deleted_records`` is every row the commit took out of the table: the rows of the data files
-    it removed (Iceberg's ``deleted-records``; copy-on-write counts every row of a rewritten
-    file, and the kept ones again under ``added-records``) plus the rows it newly marked deleted
-    in delete files (merge-on-read, which Iceberg counts as ``added-position-deletes``, never as
-    ``deleted-records``). A delete file or deletion vector that replaces an older one for the
-    same data file repeats the older one's rows, so the rows of removed delete files are taken
-    off. ``record_count_change`` (``added_records - deleted_records``) is then how many rows the
-    table gained, or lost when negative, on copy-on-write and merge-on-read alike.
-    """
-
-    def count(key: str) -> int:
-        return int(summary.get(key, 0))
-
-    counts = {name: count(key) for name, key in WRITE_SUMMARY_COUNTS.items()}
-    marked = sum(
-        count(f"added-{kind}-deletes") - count(f"removed-{kind}-deletes") for kind in ("position", "equality")
-    )
-    counts["deleted_records"] = count("deleted-records") + marked
-    counts["record_count_change"] = counts["added_records"] - counts["deleted_records"]
-    return counts
 
 
 class TableStateError(RuntimeError):
@@ -88,6 +55,35 @@ def iceberg_error_reason(error: BaseException) -> str:
     java = getattr(error, "java_exception", None)
     text = f"{java.getClass().getSimpleName()}: {java.getMessage()}" if java is not None else str(error)
     return (text.strip().splitlines() or [""])[0]
+
+
+#: Java exceptions after which a commit may or may not have landed (Iceberg's own word for it).
+_OUTCOME_UNKNOWN_JAVA = ("CommitStateUnknownException",)
+#: pyspark-client errors of the transport, not of the server: the stream broke, the request may have run.
+_OUTCOME_UNKNOWN_CONNECT = ("RetriesExceeded", "SparkConnectGrpcException")
+
+
+def commit_outcome_unknown(error: BaseException) -> bool:
+    """Whether a failed commit may still have landed: Iceberg could not tell, or the Connect stream broke.
+
+    Iceberg raises ``CommitStateUnknownException`` when the catalog did not answer the commit
+    (a timeout, a 5xx): the new metadata may or may not be current. Over Spark Connect, an error
+    of the gRPC stream itself (``RetriesExceeded``, or a bare ``SparkConnectGrpcException`` that
+    carries no server-side error class) means the client lost the server, which may have run the
+    statement to its end. After either, "nothing was changed" would be a guess.
+    """
+    java = getattr(error, "java_exception", None)
+    while java is not None:
+        if str(java.getClass().getSimpleName()) in _OUTCOME_UNKNOWN_JAVA:
+            return True
+        java = java.getCause()
+    if any(name in str(error) for name in _OUTCOME_UNKNOWN_JAVA):
+        return True
+    kind = type(error).__name__
+    if kind == "RetriesExceeded":
+        return True
+    error_class = getattr(error, "getErrorClass", lambda: None)()
+    return kind in _OUTCOME_UNKNOWN_CONNECT and error_class is None
 
 
 def metadata_table(table: str, name: str) -> str:
@@ -173,13 +169,29 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
         snapshot = loaded.snapshot(int(snapshot_id))
         if snapshot is None:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
-        return describe_java_snapshot(spark, snapshot)
+        return with_checked_counts(spark, table, describe_java_snapshot(spark, snapshot))
     rows = (
         spark.table(metadata_table(table, "snapshots")).where(F.col("snapshot_id") == snapshot_id).collect()
     )
     if not rows:
         raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
-    return _describe_snapshot(rows[0])
+    return with_checked_counts(spark, table, _describe_snapshot(rows[0]))
+
+
+def with_checked_counts(spark: SparkSession, table: str, described: dict[str, Any]) -> dict[str, Any]:
+    """A described snapshot whose counts are None, saying why, where its summary's would be wrong.
+
+    Only a commit that removed data files from a table that had delete files is looked at more
+    closely (:func:`~.record_counts.unknown_count_reason`, one Spark job over its manifests).
+    """
+    summary = described["summary"]
+    if "record_count_unknown" in described or not may_count_dead_rows(summary):
+        return described
+    reason = unknown_count_reason(spark, table, described["snapshot_id"])
+    if reason is None:
+        return described
+    print(f"airflow-iceberg: record_count_change of snapshot {described['snapshot_id']} is unknown: {reason}")
+    return {**described, **summary_counts(summary, reason)}
 
 
 def _describe_snapshot(row: Any) -> dict[str, Any]:
@@ -296,7 +308,7 @@ def find_commit_in_branches(
                 break
             seen.add(snapshot_id)
             if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
-                return name, describe_java_snapshot(spark, snapshot)
+                return name, with_checked_counts(spark, table, describe_java_snapshot(spark, snapshot))
     return None
 
 
@@ -315,7 +327,8 @@ def _find_tagged(
     for name, head in heads:
         for row in tagged:
             if util.isAncestorOf(loaded, head.snapshotId(), int(row.snapshot_id)):
-                return name, describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
+                described = describe_java_snapshot(spark, loaded.snapshot(int(row.snapshot_id)))
+                return name, with_checked_counts(spark, table, described)
     return None
 
 

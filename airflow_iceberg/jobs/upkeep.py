@@ -9,6 +9,9 @@ fast-forwarded to a branch made before it: write-audit-publish's publish would f
 1.10 cannot compact the branch instead (``rewrite_data_files(branch => ...)`` comes with 1.11,
 and cherry-picking does not take a MERGE's snapshot), so the rewrites can wait instead
 (``wait_for_branches``): while a matching branch waits to be published, they change nothing.
+A matching branch at ``main``'s head waits too: it is what a branch write looks like between
+making its branch and committing its (long) MERGE or write, and compacting then would fail the
+publish that follows.
 """
 
 from __future__ import annotations
@@ -55,9 +58,11 @@ def branches_waiting_to_publish(
 ) -> list[dict[str, Any]]:
     """The branches matching ``patterns`` (``fnmatch``) that ``main`` can still be fast-forwarded to.
 
-    Such a branch waits to be published: its head descends from ``main``'s and differs from it. A
-    branch at ``main``'s head has nothing to publish, and one that ``main`` moved away from cannot
-    be fast-forwarded to any more, so neither is waited for.
+    Such a branch may be waiting to be published: its head is ``main``'s or descends from it. At
+    ``main``'s head it may be a branch write in flight (the branch is made, the write has not
+    committed yet), so it is waited for as well; a branch left there (published without
+    ``drop_branch``) keeps the rewrites waiting until it is dropped. One that ``main`` moved away
+    from cannot be fast-forwarded to any more, and is not waited for.
     """
     if not patterns:
         return []
@@ -65,7 +70,7 @@ def branches_waiting_to_publish(
     main = heads.get("main")
     waiting = []
     for name, head in sorted(heads.items()):
-        if main is None or name == "main" or head == main:
+        if main is None or name == "main":
             continue
         if any(fnmatchcase(name, pattern) for pattern in patterns) and is_ancestor(spark, table, main, head):
             waiting.append({"branch": name, "snapshot_id": head})
@@ -86,9 +91,11 @@ def _run(
     if waiting:
         names = ", ".join(f"{entry['branch']} (snapshot {entry['snapshot_id']})" for entry in waiting)
         reason = (
-            f"{procedure} of {table} skipped: branch {names} is waiting to be published, and a rewrite "
-            "committed to main now would leave main impossible to fast-forward to it. Nothing was "
-            "changed; a later run does the work once the branch is published or dropped"
+            f"{procedure} of {table} skipped: branch {names} may be waiting to be published (a branch at "
+            "main's snapshot may be a write in flight), and a rewrite committed to main now would leave "
+            "main impossible to fast-forward to it. Nothing was changed; a later run does the work once "
+            "the branch is gone: a leftover matching branch blocks compaction until it is published "
+            "with drop_branch, or dropped"
         )
         print(f"airflow-iceberg: {reason}", flush=True)
         return {

@@ -167,7 +167,9 @@ def with_default_validate_from(
     Without it Iceberg validates an overwrite against the table's whole history, so the files the
     overwritten rows already had count as conflicts and the write always fails. Pinned to the
     head of the ref being written (``main``, or the branch of a branch write) before the source
-    is read, it means: fail if a conflicting commit landed there while this job ran.
+    is read, it means: fail if a conflicting commit landed there while this job ran. A branch
+    that does not exist yet is made from ``main``'s head (:func:`~.branches.ensure_branch`), so
+    the pin is ``main``'s head then, as for a branch that will be reset.
     """
     options = spec.write_options
     if (
@@ -177,6 +179,8 @@ def with_default_validate_from(
     ):
         return spec
     current = ref_head(spark, spec.table, ref)
+    if current is None and ref != "main":  # a branch made by this write starts at main's head
+        current = ref_head(spark, spec.table, "main")
     if current is None:
         return spec
     return dataclasses.replace(spec, write_options={**options, "validate-from-snapshot-id": str(current)})
@@ -228,7 +232,8 @@ def write_table(
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))
     else:
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
-        with branch_for_commit(spark, spec.table, spec.branch, reset=spec.reset_branch):  # after every check
+        # After every check; the task's identity lets a reset refuse to drop a neighbour's commit.
+        with branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties):
             _write_frame(df, spec, options)
     result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
     return {**result, "branch": spec.branch} if spec.branch else result

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.action_specs import PublishSpec, TagSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.timestamps import to_snapshot_id
@@ -29,14 +30,16 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
     ``drop_branch`` dropped the branch only a pinned publish can tell, so pin it.
 
     XCom: ``{"table", "branch", "target_branch", "previous_snapshot_id", "snapshot_id" (the
-    published snapshot), "already_published", "target_branch_created", "branch_dropped"}``.
+    published snapshot), "already_published", "target_branch_created", "branch_dropped",
+    "branch_snapshot_id", "branch_holds_unpublished_commits"}``.
 
     :param branch: The audited branch to publish. (templated)
     :param target_branch: The branch to move. Default ``main``. (templated)
     :param expected_snapshot_id: The audited snapshot: publish exactly it, and only while the
         branch is still at it. Accepts an upstream XCom such as
-        ``"{{ ti.xcom_pull(task_ids='check')['audited_snapshot_id'] }}"``. Default: the
-        branch's head. (templated)
+        ``"{{ ti.xcom_pull(task_ids='check')['audited_snapshot_id'] }}"``; a template that
+        renders to nothing (``None``, ``"None"``, ``""``: a missing XCom) is refused before
+        Spark starts. Default: the branch's head. (templated)
     :param drop_branch: Drop ``branch`` once published. Default False.
     :param create_target_branch: Create ``target_branch`` at the published snapshot when it
         does not exist. Default False: a missing target is refused (a typo would otherwise take
@@ -68,6 +71,8 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
         self.expected_snapshot_id = expected_snapshot_id
         self.drop_branch = drop_branch
         self.create_target_branch = create_target_branch
+        #: As given, before rendering: a pin asked for must not render to nothing (see build_spec).
+        self._expected_snapshot_id_given = expected_snapshot_id
 
     def build_spec(self) -> PublishSpec:
         return PublishSpec(
@@ -75,18 +80,45 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
             branch=self.branch,
             target_branch=self.target_branch,
             drop_branch=self.drop_branch,
-            expected_snapshot_id=to_snapshot_id(self.expected_snapshot_id, "expected_snapshot_id"),
+            expected_snapshot_id=self._pinned_snapshot_id(),
             create_target_branch=self.create_target_branch,
         )
+
+    def _pinned_snapshot_id(self) -> int | None:
+        """The rendered pin; refused when one was given and it rendered to nothing.
+
+        A template whose XCom is missing renders to ``None`` (native rendering), ``"None"`` or
+        ``""``: publishing unpinned then would publish whatever the branch holds, the very thing
+        the pin is there to prevent.
+        """
+        given, rendered = self._expected_snapshot_id_given, self.expected_snapshot_id
+        if given is not None and (rendered is None or str(rendered).strip() in ("", "None")):
+            template = f"; {given!r} rendered to nothing" if given != rendered else ""
+            raise InvalidSpecError(
+                f"expected_snapshot_id must be an integer snapshot id, got {rendered!r} (did the upstream "
+                f"XCom exist?{template}): no audited snapshot to pin, so nothing is published (unpinned, "
+                "the branch's head would be, audited or not). Check that the upstream task pushed the XCom "
+                "the template reads"
+            )
+        return to_snapshot_id(rendered, "expected_snapshot_id")
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         if result.get("already_published"):
             self.log.info(
-                "Snapshot %s of %s was already published to %s by an earlier try: nothing changed",
+                "Snapshot %s of %s is already in %s's history (an earlier try of this task published it, "
+                "or it was there before): nothing was published",
                 result.get("snapshot_id"),
                 result.get("table"),
                 result.get("target_branch"),
             )
+            if result.get("branch_holds_unpublished_commits"):
+                self.log.warning(
+                    "Branch %s is at snapshot %s, with commits after snapshot %s: they were not audited, "
+                    "and were not published",
+                    result.get("branch"),
+                    result.get("branch_snapshot_id"),
+                    result.get("snapshot_id"),
+                )
             return
         self.log.info(
             "Published branch %s of %s: %s moved from snapshot %s to %s",

@@ -309,6 +309,72 @@ def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connec
     assert lake.current_snapshot_id(table) == later
 
 
+def test_a_rollback_retry_over_connect_never_undoes_a_commit_that_brought_its_snapshot_back(
+    connect_lake, table
+):
+    """main good->R; a branch from R; rollback; the branch gets C, which reaches main: the retry keeps C.
+
+    The publish of that branch is refused over Connect too (it would bring R back; the log comes
+    from the ``history`` metadata table), so another tool's fast-forward brings R back here.
+    """
+    from airflow_iceberg.jobs.action_specs import PublishSpec, RollbackSpec
+    from airflow_iceberg.jobs.branches import procedure_call
+    from airflow_iceberg.jobs.table_state import TableStateError
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    good = write_table(spark, write_spec(table, "create", ROWS))["snapshot_id"]
+    bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"))
+    spec = RollbackSpec(table, snapshot_id=good)
+    _ref_action(spark, spec, "repair:rollback")  # its success is lost
+    assert lake.current_snapshot_id(table) == good
+    after = write_table(
+        spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
+    )
+    state = lake.state(table)
+    with pytest.raises(TableStateError, match=rf"holds snapshot {bad['snapshot_id']}, which was in main's"):
+        _ref_action(
+            spark, PublishSpec(table, branch="audit", expected_snapshot_id=after["snapshot_id"]), "wap:pub"
+        )
+    assert lake.state(table) == state
+    procedure_call(spark, table, "fast_forward", {"branch": "'main'", "to": "'audit'"})
+    state = lake.state(table)
+    retried = _ref_action(spark, spec, "repair:rollback")
+    assert 4 in lake.ids(table), "the retry rolled main back again, dropping the published commit"
+    assert lake.state(table) == state and retried["already_rolled_back"] is True
+    assert lake.current_snapshot_id(table) == after["snapshot_id"]
+
+
+def test_a_failed_branch_write_over_connect_never_drops_a_branch_made_meanwhile(
+    connect_lake, table, monkeypatch
+):
+    """Another writer makes the branch (and commits on it) between the check and CREATE BRANCH."""
+    from airflow_iceberg.jobs import branches
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    original, other = branches._main_to_branch_from, []
+
+    def another_writer_makes_the_branch_meanwhile(spark_, table_, branch):
+        main = original(spark_, table_, branch)
+        if not other:
+            other.append(0)
+            staged = values_query([(7, "other writer")], "id, name")
+            other[0] = write_table(spark, write_spec(table, "append", staged, branch=branch))["snapshot_id"]
+        return main
+
+    monkeypatch.setattr(branches, "_main_to_branch_from", another_writer_makes_the_branch_meanwhile)
+    failing = "SELECT CASE WHEN id = 1 THEN raise_error('source broke') ELSE id END AS id, name FROM " + (
+        "VALUES (1, 'a') AS v(id, name)"
+    )
+    with pytest.raises(Exception, match="source broke"):
+        write_table(spark, write_spec(table, "append", failing, branch="audit"))
+    assert _refs(lake, table).get("audit") == other[0], "the other writer's branch and commit were dropped"
+    assert sorted(lake.ids(table, other[0])) == [1, 2, 7]
+
+
 # ------------------------------------------------------------------ operators, in this process
 
 

@@ -140,3 +140,18 @@ def new_table() -> Callable[[str], str]:
 def table(new_table: Callable[[str], str]) -> str:
     """A table name no other test uses (the table itself does not exist yet)."""
     return new_table("t")
+
+
+@pytest.fixture(params=["driver", "sql"])
+def publish_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Move refs through the driver's Iceberg transaction, or with SQL and metadata tables only (as Connect).
+
+    The ``sql`` way reads refs, ancestry and ``main``'s snapshot log from the metadata tables and
+    moves refs with SQL statements, as the job does over Spark Connect.
+    """
+    if request.param == "sql":
+        from airflow_iceberg.jobs import publish, snapshot_history
+
+        monkeypatch.setattr(publish, "has_driver_jvm", lambda spark: False)
+        monkeypatch.setattr(snapshot_history, "driver_table", lambda spark, table: None)
+    return str(request.param)

@@ -123,3 +123,31 @@ def _literal(value: Any) -> str:
 
 def summary_subset(summary: Mapping[str, str], keys: list[str]) -> dict[str, str | None]:
     return {key: summary.get(key) for key in keys}
+
+
+class _JavaThrowable:
+    """Stands for a py4j Java exception: its class's simple name, message and cause."""
+
+    def __init__(self, name: str, message: str, cause: _JavaThrowable | None = None) -> None:
+        self._name, self._message, self._cause = name, message, cause
+
+    def getClass(self) -> Any:
+        name = self._name
+        return type("JavaClass", (), {"getSimpleName": lambda _: name, "getName": lambda _: name})()
+
+    def getMessage(self) -> str:
+        return self._message
+
+    def getCause(self) -> _JavaThrowable | None:
+        return self._cause
+
+
+def unknown_outcome() -> Exception:
+    """What a commit the catalog did not answer raises through py4j: ``CommitStateUnknownException``."""
+    error = RuntimeError("An error occurred while calling o123.sql")
+    error.java_exception = _JavaThrowable(  # type: ignore[attr-defined]
+        "CommitStateUnknownException",
+        "Service failed: 504: Gateway Timeout",
+        _JavaThrowable("SocketTimeoutException", "Read timed out"),
+    )
+    return error

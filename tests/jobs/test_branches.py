@@ -15,7 +15,7 @@ import time
 import pytest
 
 from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.branches import reset_branch, tag_snapshot
+from airflow_iceberg.jobs.branches import procedure_call, reset_branch, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import JobRequest, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
@@ -43,17 +43,6 @@ def run_ref_action(spark, spec, commit_id: str = COMMIT_ID) -> dict:
 
 class Killed(BaseException):
     """What a try sees when its process is killed: it runs nothing more."""
-
-
-@pytest.fixture(params=["driver", "sql"])
-def publish_path(request, monkeypatch):
-    """Publish through the driver's Iceberg transaction, or with SQL and metadata tables only (as Connect)."""
-    if request.param == "sql":
-        from airflow_iceberg.jobs import publish, snapshot_history
-
-        monkeypatch.setattr(publish, "has_driver_jvm", lambda spark: False)
-        monkeypatch.setattr(snapshot_history, "driver_table", lambda spark, table: None)
-    return request.param
 
 
 def _audited_branch(spark, table) -> int:
@@ -517,3 +506,359 @@ def test_a_reset_write_with_isolation_validates_from_mains_snapshot_not_the_stal
     written = write_table(spark, spec, commit_id="wap:overwrite:run:2")
     assert lake.snapshot(table, written["snapshot_id"]).parent_snapshot_id == main
     assert _names(lake, table, written["snapshot_id"]) == [(7, "g")]  # unpartitioned: all rows replaced
+
+
+def test_a_failed_branch_write_never_drops_a_branch_another_writer_created_meanwhile(
+    spark, lake, table, monkeypatch
+):
+    """Another writer makes the branch (and commits) between ensure_branch's check and its CREATE BRANCH.
+
+    The CREATE BRANCH then fails (Iceberg refuses an existing ref against its own base): the
+    branch is the other writer's, and this job's failed merge leaves it, and its commit, alone.
+    """
+    from airflow_iceberg.jobs import branches
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    original = branches._main_to_branch_from
+    other: list[int] = []
+
+    def another_writer_creates_the_branch_meanwhile(spark_, table_, branch):
+        main = original(spark_, table_, branch)
+        if not other:  # between ensure_branch's check and its CREATE BRANCH
+            other.append(0)
+            spark.sql(f"ALTER TABLE {table} CREATE BRANCH {branch}")
+            staged = values_query([(7, "other writer")], "id, name")
+            other[0] = write_table(spark, write_spec(table, "append", staged, branch=branch))["snapshot_id"]
+        return main
+
+    monkeypatch.setattr(branches, "_main_to_branch_from", another_writer_creates_the_branch_meanwhile)
+    duplicates = Source(query=values_query([(5, "x"), (5, "y")], "id, name"))
+    with pytest.raises(MergeSourceError):
+        merge_into(
+            spark, action_specs.MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
+        )
+    assert _refs(lake, table).get("audit") == other[0], "the other writer's branch and commit were dropped"
+    assert lake.ids(table, other[0]) == [1, 2, 7]
+
+
+@pytest.mark.parametrize("mode", ["overwrite_partitions", "overwrite"])
+def test_an_isolated_overwrite_of_a_new_branch_validates_from_mains_head(spark, lake, table, mode):
+    """With isolation-level alone, the write fails only if a conflicting commit lands meanwhile.
+
+    The branch does not exist before the write: its pin is main's head, where the branch starts
+    (with no pin Iceberg validates against the whole history, and the table's own files conflict).
+    """
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=["id"]))
+    main = lake.current_snapshot_id(table)
+    spec = write_spec(
+        table,
+        mode,
+        values_query([(1, "fixed")], "id, name"),
+        branch="audit",
+        write_options={"isolation-level": "serializable"},
+        **({"condition": "id = 1"} if mode == "overwrite" else {}),
+    )
+    written = write_table(spark, spec, commit_id="wap:overwrite:run:1")
+    assert lake.snapshot(table, written["snapshot_id"]).parent_snapshot_id == main
+    assert [(r["id"], r["name"]) for r in lake.rows(table, written["snapshot_id"])] == [
+        (1, "fixed"),
+        (2, "b"),
+    ]
+    assert lake.current_snapshot_id(table) == main  # main untouched
+
+
+def test_an_isolated_overwrite_of_a_new_branch_still_fails_on_a_conflict_landing_meanwhile(
+    spark, lake, table, monkeypatch
+):
+    """The pin is main's head as the job starts: a conflict on main before the branch is made fails it."""
+    from airflow_iceberg.jobs import writes
+
+    write_table(spark, write_spec(table, "create", ROWS, partition_by=["id"]))
+    load_source = writes.load_source
+    landed: list[int] = []
+
+    def a_conflicting_commit_lands_while_the_source_is_read(spark_, source):
+        if not landed:  # once: the conflicting write reads its own source through here too
+            landed.append(0)
+            overwrite = write_spec(table, "overwrite_partitions", values_query([(1, "other")], "id, name"))
+            landed[0] = write_table(spark, overwrite)["snapshot_id"]
+        return load_source(spark_, source)
+
+    monkeypatch.setattr(writes, "load_source", a_conflicting_commit_lands_while_the_source_is_read)
+    spec = write_spec(
+        table,
+        "overwrite_partitions",
+        values_query([(1, "fixed")], "id, name"),
+        branch="audit",
+        write_options={"isolation-level": "serializable"},
+    )
+    with pytest.raises(Exception, match="Found conflicting files"):
+        write_table(spark, spec)
+    assert _refs(lake, table) == {"main": landed[0]}  # the branch this write made is dropped again
+
+
+def test_a_pinned_publish_retried_after_its_snapshot_expired_never_says_it_was_not_published(
+    spark, lake, table, publish_path
+):
+    """Published (and dropped), main moved on, expiry removed the pin: the retry must not deny the publish.
+
+    While a snapshot of main's history names the pin as its parent, the retry knows it was
+    published; once that is expired too, it says it may have been, and changes nothing.
+    """
+    audited = _audited_branch(spark, table)
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    run_ref_action(spark, spec)  # published and dropped; Airflow lost the success
+    child = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
+    expire = (
+        f"CALL lake.system.expire_snapshots(table => '{table.split('.', 1)[1]}', retain_last => 1, "
+        "older_than => TIMESTAMP '2999-01-01 00:00:00')"
+    )
+    spark.sql(expire)
+    assert audited not in {s.snapshot_id for s in lake.snapshots(table)}
+    assert lake.snapshot(table, child).parent_snapshot_id == audited and 3 in lake.ids(table)
+    state = lake.state(table)
+    retried = run_ref_action(spark, spec)
+    assert (retried["already_published"], retried["snapshot_id"], retried["branch_dropped"]) == (
+        True,
+        audited,
+        False,
+    )
+    assert lake.state(table) == state
+
+    write_table(spark, write_spec(table, "append", values_query([(6, "f")], "id, name")))
+    spark.sql(expire)  # now nothing left names the audited snapshot
+    state = lake.state(table)
+    with pytest.raises(TableStateError) as refused:
+        run_ref_action(spark, spec)
+    message = str(refused.value)
+    assert "nothing was published" not in message.lower()
+    assert f"expected_snapshot_id {audited} is not a snapshot" in message
+    assert "or it was published to main and has expired since" in message and "changed nothing" in message
+    assert lake.state(table) == state
+
+
+def test_a_pin_already_in_mains_history_with_newer_commits_on_the_branch_says_they_were_not_audited(
+    spark, lake, table, publish_path, capsys
+):
+    """The pin is main's head (nothing staged yet, or published already); the branch has a newer commit."""
+    write_table(spark, write_spec(table, "create", ROWS))
+    main = lake.current_snapshot_id(table)
+    newer = write_table(spark, write_spec(table, "append", OTHER_WRITER, branch="audit"))["snapshot_id"]
+    state = lake.state(table)
+    result = run_ref_action(
+        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=main, drop_branch=True)
+    )
+    assert lake.state(table) == state and _refs(lake, table) == {"main": main, "audit": newer}
+    assert (result["already_published"], result["snapshot_id"], result["previous_snapshot_id"]) == (
+        True,
+        main,
+        None,
+    )
+    assert (result["branch_snapshot_id"], result["branch_holds_unpublished_commits"]) == (newer, True)
+    assert result["branch_dropped"] is False
+    logged = capsys.readouterr().out
+    assert f"snapshot {main} of {table} is already in main's history" in logged
+    assert f"Branch audit is at {newer}, with commits after snapshot {main}: they were not audited" in logged
+    assert "holds nothing new" not in logged
+
+
+def test_a_publish_whose_outcome_is_unknown_says_so_and_its_retry_finds_it_published(
+    spark, lake, table, monkeypatch
+):
+    """The Connect stream broke while fast_forward committed: never "Nothing was changed"."""
+    from airflow_iceberg.jobs import publish, snapshot_history
+
+    monkeypatch.setattr(publish, "has_driver_jvm", lambda spark: False)
+    monkeypatch.setattr(snapshot_history, "driver_table", lambda spark, table: None)
+    audited = _audited_branch(spark, table)
+
+    class RetriesExceeded(Exception):  # pyspark-client's error when the stream to the server is gone
+        pass
+
+    def fast_forward_then_the_stream_drops(*args):
+        procedure_call(*args)
+        raise RetriesExceeded(
+            "<_MultiThreadedRendezvous of RPC that terminated with: StatusCode.UNAVAILABLE>"
+        )
+
+    monkeypatch.setattr(publish, "procedure_call", fast_forward_then_the_stream_drops)
+    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited)
+    with pytest.raises(
+        TableStateError, match=r"the outcome is unknown .* Retrying the task is safe"
+    ) as raised:
+        run_ref_action(spark, spec)
+    assert "Nothing was changed" not in str(raised.value)
+    monkeypatch.setattr(publish, "procedure_call", procedure_call)
+    retried = run_ref_action(spark, spec)
+    assert retried["already_published"] is True and lake.current_snapshot_id(table) == audited
+
+
+#: The Airflow identity the operator stamps on a commit (operators/base.py), for two tasks of one run.
+def _identity(task_id: str, run_id: str = "scheduled__2024-01-02", map_index: str = "-1") -> dict[str, str]:
+    return {
+        "airflow.dag-id": "wap",
+        "airflow.task-id": task_id,
+        "airflow.run-id": run_id,
+        "airflow.map-index": map_index,
+        "airflow.try-number": "1",
+    }
+
+
+def test_reset_branch_refuses_to_drop_a_commit_another_task_of_the_run_made_on_the_branch(spark, lake, table):
+    """reset_branch on a second task of one run would drop the first task's commit: refused.
+
+    A cleared re-run of the run (the first task finds its own earlier commit on the branch)
+    still resets, dropping the run's earlier work, its neighbours' included.
+    """
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = merge_into(
+        spark,
+        action_specs.MergeSpec(
+            table, source=Source(query=OTHER_WRITER), keys=("id",), branch="audit", reset_branch=True
+        ).validated(),
+        commit_id="wap:merge:run:1",
+        commit_properties=_identity("merge"),
+    )["snapshot_id"]
+    state = lake.state(table)
+    second = write_spec(
+        table, "append", values_query([(6, "f")], "id, name"), branch="audit", reset_branch=True
+    )
+    with pytest.raises(
+        TableStateError,
+        match=rf"reset_branch would drop snapshot {first} that task 'merge' of this DAG run "
+        r"\(scheduled__2024-01-02\) committed on branch 'audit' .* nothing changed. Set reset_branch only on "
+        "the first task",
+    ):
+        write_table(spark, second, commit_id="wap:append:run:1", commit_properties=_identity("append"))
+    assert lake.state(table) == state
+    mapped = write_spec(
+        table, "append", values_query([(8, "h")], "id, name"), branch="audit", reset_branch=True
+    )
+    with pytest.raises(TableStateError, match="task 'merge' of this DAG run"):  # another map index, too
+        write_table(spark, mapped, commit_properties=_identity("merge", map_index="1"))
+    assert lake.state(table) == state
+
+    # The run is cleared and re-run: the first task finds its own commit there, and resets.
+    append = write_table(
+        spark,
+        write_spec(table, "append", values_query([(6, "f")], "id, name"), branch="audit"),
+        commit_properties=_identity("append"),
+    )
+    again = merge_into(
+        spark,
+        action_specs.MergeSpec(
+            table, source=Source(query=OTHER_WRITER), keys=("id",), branch="audit", reset_branch=True
+        ).validated(),
+        commit_id="wap:merge:run:2",
+        commit_properties=_identity("merge"),
+    )
+    assert append["snapshot_id"] != again["snapshot_id"]
+    assert lake.snapshot(table, again["snapshot_id"]).parent_snapshot_id == state[1]
+    assert lake.ids(table, again["snapshot_id"]) == [1, 2, 5]
+    # Another run's commits on the branch are a failed audit's: a reset drops them, as before.
+    other_run = write_spec(
+        table, "append", values_query([(9, "i")], "id, name"), branch="audit", reset_branch=True
+    )
+    reset = write_table(
+        spark, other_run, commit_properties=_identity("append", run_id="scheduled__2024-01-03")
+    )
+    assert lake.ids(table, reset["snapshot_id"]) == [1, 2, 9]
+
+
+HOSTILE_TABLE = "lake.`we'ird ns`.`t``ick -- /* x */ été`"
+
+
+def test_a_hostile_table_name_survives_every_ref_action(spark, lake, publish_path):
+    """Regression: backticks, quotes, comments, unicode in the name reach CREATE TAG, fast_forward, CALL."""
+    import uuid
+
+    table = HOSTILE_TABLE.replace("été`", f"été {uuid.uuid4().hex[:6]}`")
+    write_table(spark, write_spec(table, "create", ROWS))
+    good = lake.current_snapshot_id(table)
+    audited = write_table(
+        spark,
+        write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"),
+        commit_id="wap:w",
+        reuse_commit=True,
+    )["snapshot_id"]
+    published = run_ref_action(
+        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    )
+    assert published["snapshot_id"] == audited and _refs(lake, table) == {"main": audited}
+    run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="wap:tag")
+    assert _refs(lake, table)["eod"] == audited
+    run_ref_action(spark, action_specs.RollbackSpec(table, snapshot_id=good), commit_id="wap:rb")
+    assert lake.current_snapshot_id(table) == good and lake.ids(table) == [1, 2]
+    merged = merge_into(
+        spark,
+        action_specs.MergeSpec(
+            table,
+            source=Source(query=values_query([(1, "A")], "id, name")),
+            keys=("id",),
+            branch="audit",
+            reset_branch=True,
+        ).validated(),
+    )
+    assert lake.snapshot(table, merged["snapshot_id"]).parent_snapshot_id == good
+
+
+def test_a_pin_on_another_branch_and_a_target_created_meanwhile_are_refused(
+    spark, lake, table, publish_path, monkeypatch
+):
+    """Regression: the pin must be on the published branch; a target made between decision and move wins."""
+    from airflow_iceberg.jobs import publish
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    audited = write_table(
+        spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit")
+    )["snapshot_id"]
+    elsewhere = write_table(
+        spark, write_spec(table, "append", values_query([(8, "h")], "id, name"), branch="other")
+    )["snapshot_id"]
+    state = lake.state(table)
+    with pytest.raises(TableStateError, match=rf"snapshot {elsewhere} is not in the branch's history"):
+        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=elsewhere))
+    assert lake.state(table) == state
+
+    decide = publish.decide
+
+    def decide_then_another_task_creates_the_target(history, spec):
+        decision = decide(history, spec)
+        spark.sql(f"ALTER TABLE {table} CREATE BRANCH release AS OF VERSION {elsewhere}")
+        return decision
+
+    monkeypatch.setattr(publish, "decide", decide_then_another_task_creates_the_target)
+    spec = action_specs.PublishSpec(
+        table,
+        branch="audit",
+        target_branch="release",
+        expected_snapshot_id=audited,
+        create_target_branch=True,
+    )
+    with pytest.raises(TableStateError, match="Nothing was changed"):
+        run_ref_action(spark, spec)
+    refs = _refs(lake, table)
+    assert refs["release"] == elsewhere and refs["audit"] == audited
+    assert not [name for name in refs if name.startswith("airflow_iceberg_pin_")]
+
+
+def test_two_tag_tries_racing_to_record_both_tag_the_snapshot_the_winner_recorded(
+    spark, lake, table, monkeypatch
+):
+    """Regression: of two tries recording at once, the loser follows the winner's marker."""
+    from airflow_iceberg.jobs import branches, retry_markers
+
+    write_table(spark, write_spec(table, "create", ROWS))
+    first = lake.current_snapshot_id(table)
+    create_marker = retry_markers.create_marker
+    raced: list[int] = []
+
+    def a_zombie_try_records_first(spark_, history, name, snapshot_id):
+        if not raced:  # the other try saw main one commit later, and recorded first
+            raced.append(write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"])
+            create_marker(spark_, branches.load_history(spark_, table), name, raced[0])
+        create_marker(spark_, history, name, snapshot_id)
+
+    monkeypatch.setattr(retry_markers, "create_marker", a_zombie_try_records_first)
+    tagged = run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="eod:tag")
+    assert tagged["snapshot_id"] == raced[0] == _refs(lake, table)["eod"] != first

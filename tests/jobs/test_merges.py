@@ -284,3 +284,180 @@ def test_a_merge_and_a_delete_are_one_commit_each_and_their_retries_change_nothi
         retried = action(spark, spec, commit_id=commit_id, reuse_commit=True)
         assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] in made
     assert (lake.state(table), lake.rows(table)) == (state, rows)
+
+
+@pytest.mark.parametrize(
+    ("source_type", "values", "column_type"),
+    [
+        ("double", ["2.1D", "2.2D"], "int"),
+        ("timestamp", ["TIMESTAMP'2024-01-02 10:00:00'", "TIMESTAMP'2024-01-02 11:00:00'"], "date"),
+    ],
+)
+def test_a_merge_key_whose_source_type_casts_with_loss_is_refused_naming_both_types(
+    spark, lake, table, source_type, values, column_type
+):
+    """2.1 and 2.2 are two keys to the match and the guard, but the insert stores both as 2.
+
+    And 2.1 would not match a table row 2 (the match compares in double), so it would be
+    inserted next to it. Refused before the merge runs; the table is unchanged.
+    """
+    spark.sql(f"CREATE TABLE {table} (k {column_type}, name string) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (CAST({values[0]} AS {column_type}), 'table')")
+    state = lake.state(table)
+    source = f"SELECT {values[0]} AS k, 'x' AS name UNION ALL SELECT {values[1]} AS k, 'y' AS name"
+    with pytest.raises(
+        SchemaMismatchError,
+        match=rf"merge key 'k' is {source_type} in the source but {column_type} in table {table}: .* cast "
+        rf"it in the source query, e.g. CAST\(`k` AS {column_type.upper()}\) AS `k`",
+    ):
+        merge_into(spark, _merge(table, source, keys=("k",)))
+    keys = [row["k"] for row in lake.rows(table, sort_by="k")]
+    assert len(keys) == len(set(keys)) == 1, f"key inserted twice: {keys}"
+    assert lake.state(table) == state
+
+
+def test_a_merge_key_of_a_type_that_widens_without_loss_merges(spark, lake, table):
+    """An int into a bigint key, a date into a timestamp key: the match sees what the insert stores."""
+    spark.sql(f"CREATE TABLE {table} (id bigint, day timestamp, name string) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, TIMESTAMP'2024-01-02 00:00:00', 'a')")
+    source = "SELECT 1 AS id, DATE'2024-01-02' AS day, 'A' AS name UNION ALL SELECT 2, DATE'2024-01-02', 'b'"
+    merge_into(spark, _merge(table, source, keys=("id", "day")))
+    assert [(r["id"], r["name"]) for r in lake.rows(table)] == [(1, "A"), (2, "b")]
+
+
+def test_a_merge_key_in_backticks_is_found(spark, lake, table):
+    """docs/operators.md: merge keys are written bare or in backticks (a name holding a space)."""
+    spark.sql(f"CREATE TABLE {table} (`order id` int, name string) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
+    source = Source(query="SELECT 1 AS `order id`, 'A' AS name UNION ALL SELECT 2, 'b'")
+    merge_into(spark, action_specs.MergeSpec(table, source=source, keys=("`order id`",)).validated())
+    rows = lake.rows(table, sort_by="order id")
+    assert [(row["order id"], row["name"]) for row in rows] == [(1, "A"), (2, "b")]
+    duplicates = Source(query="SELECT 3 AS `order id`, 'x' AS name UNION ALL SELECT 3, 'y'")
+    with pytest.raises(MergeSourceError, match=r"one row per key \(order id\) .* \(order id=3\) 2 rows"):
+        merge_into(spark, action_specs.MergeSpec(table, source=duplicates, keys=("`order id`",)).validated())
+
+
+UPSERT_A = values_query([(1, "A")], "id, name")
+
+
+@pytest.mark.parametrize(
+    ("source", "clause"),
+    [
+        (UPSERT_A, {"when": "matched", "then": "update", "set": {"name": "s.nmae"}}),
+        (UPSERT_A, {"when": "matched", "condition": "rand() < 2", "then": "update"}),
+        (UPSERT_A, {"when": "matched", "then": "update", "set": {"id": "array(1)"}}),
+        (UPSERT_A, {"when": "matched", "condition": "s.name = array(1)", "then": "update"}),
+        ("SELECT CAST(rand() * 0 + 1 AS INT) AS id, 'A' AS name", {"when": "matched", "then": "update"}),
+    ],
+    ids=[
+        "misspelt-column",
+        "non-deterministic-condition",
+        "incompatible-assignment",
+        "type-mismatch-in-condition",
+        "non-deterministic-source",
+    ],
+)
+def test_an_invalid_merge_is_reported_as_sparks_refusal_not_as_a_duplicate_key(
+    spark, lake, table, source, clause
+):
+    """Spark's analysis errors print the plan, which holds the key guard's message text.
+
+    Only the failure of the merge's running job is the key check's; an analysis error is passed on
+    as Spark's own, and the table is unchanged.
+    """
+    write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
+    state = lake.state(table)
+    spec = action_specs.MergeSpec(
+        table, source=Source(query=source), keys=("id",), clauses=(clause,)
+    ).validated()
+    with pytest.raises(Exception) as raised:
+        merge_into(spark, spec)
+    assert lake.state(table) == state
+    assert not isinstance(raised.value, MergeSourceError), f"misreported: {raised.value}"
+    assert "duplicate or NULL key" not in str(raised.value)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_record_count_change_of_a_copy_on_write_merge_of_files_with_merge_on_read_deletes(
+    spark, lake, table, version
+):
+    """Deletes merge-on-read, merges copy-on-write (a common split); the merge rewrites a file with deletes.
+
+    v3: the file's deletion vector goes with it and says exactly which of its rows were dead, so
+    the count is exact. v2: its position delete file stays and may cover other files too; the
+    summary counts the dead rows as deleted again, so the count is unknown (None, with why).
+    """
+    properties = {
+        "format-version": str(version),
+        "write.delete.mode": "merge-on-read",
+        "write.merge.mode": "copy-on-write",
+    }
+    start = values_query([(i, f"n{i}") for i in range(1, 11)], "id, name")
+    write_table(spark, write_spec(table, "create", start, table_properties=properties))
+    delete_from(spark, action_specs.DeleteSpec(table, condition="id IN (1, 2, 3)").validated())
+    live = len(lake.rows(table))
+    upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
+    merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
+    assert len(lake.rows(table)) == live == 7
+    # Copy-on-write rewrites the file holding id 5 with its live rows only (a file per task).
+    assert merged["added_records"] == int(lake.summary(table)["added-records"]) > 0
+    if version == 3:
+        assert merged["record_count_change"] == len(lake.rows(table)) - live == 0
+        assert merged["deleted_records"] == merged["added_records"]
+        assert "record_count_unknown" not in merged
+    else:
+        assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged
+        assert "may have marked rows in (merge-on-read deletes" in merged["record_count_unknown"]
+    then = delete_from(spark, action_specs.DeleteSpec(table, condition="id = 10").validated())
+    assert then["record_count_change"] == -1  # merge-on-read again: exact
+
+
+def _equality_delete(spark, table: str, ids: list[int]) -> None:
+    """Commit an equality delete file on ``id``, as Flink's upserts write them (Iceberg's Java API)."""
+    from airflow_iceberg.jobs.table_state import iceberg_table
+
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    loaded = iceberg_table(spark, table)
+    schema = loaded.schema()
+    field_ids = gateway.new_array(jvm.int, 1)
+    field_ids[0] = schema.findField("id").fieldId()
+    names = jvm.java.util.ArrayList()
+    names.add("id")
+    delete_schema = schema.select(names)
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
+        schema, loaded.spec(), field_ids, delete_schema, None
+    )
+    out = loaded.io().newOutputFile(f"{loaded.location()}/data/flink-eq-deletes.parquet")
+    encrypted = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(out)
+    writer = factory.newEqDeleteWriter(encrypted, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
+    for value in ids:
+        record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
+        record.setField("id", jvm.java.lang.Integer(value))
+        writer.write(record)
+    writer.close()
+    loaded.newRowDelta().addDeletes(writer.toDeleteFile()).commit()
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_record_count_change_is_unknown_after_another_engines_equality_deletes_on_the_rewritten_file(
+    spark, lake, table, version
+):
+    """Another engine (Flink upserts) wrote equality deletes; a copy-on-write merge rewrites the file.
+
+    The summary counts the file's dead rows as deleted again, and no metadata says how many
+    there were: None, with why. pyiceberg cannot read equality deletes, so Spark counts the live
+    rows; the summary is pyiceberg's.
+    """
+    properties = {"format-version": str(version), "write.merge.mode": "copy-on-write"}
+    start = values_query([(i, f"n{i}") for i in range(1, 11)], "id, name")
+    write_table(spark, write_spec(table, "create", start, table_properties=properties))
+    _equality_delete(spark, table, [1, 2, 3])
+    live = spark.table(table).count()
+    upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
+    merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
+    summary = lake.summary(table, merged["snapshot_id"])
+    assert spark.table(table).count() == live == 7 and int(summary["total-equality-deletes"]) == 3
+    assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged
+    assert "equality delete file" in merged["record_count_unknown"]
+    assert merged["added_records"] == int(summary["added-records"]) > 0

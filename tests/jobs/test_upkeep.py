@@ -7,7 +7,7 @@ import time
 import pytest
 
 from airflow_iceberg.jobs import action_specs, upkeep
-from airflow_iceberg.jobs.branches import tag_snapshot
+from airflow_iceberg.jobs.branches import procedure_call, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.job_spec import InvalidSpecError, JobRequest
 from airflow_iceberg.jobs.merges import delete_from
@@ -20,7 +20,7 @@ from airflow_iceberg.jobs.upkeep import (
     rewrite_position_deletes,
 )
 from airflow_iceberg.jobs.writes import write_table
-from tests.jobs.helpers import values_query, write_spec
+from tests.jobs.helpers import unknown_outcome, values_query, write_spec
 
 #: The commit id the operator gives every try of one rollback task instance.
 COMMIT_ID = "repair:rollback:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
@@ -304,8 +304,161 @@ def test_compaction_waits_while_a_matching_branch_is_pending_publish_and_runs_on
     spec = action_specs.RewriteDataFilesSpec(
         table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
     ).validated()
-    compacted = rewrite_data_files(spark, spec)  # the branch is published: nothing is pending any more
+    # Published but not dropped, the branch is at main's head: a branch write in flight looks so.
+    left = rewrite_data_files(spark, spec)
+    assert left["skipped"]
+    assert left["waiting_for_branches"] == [{"branch": "audit_20240102", "snapshot_id": pending}]
+    spark.sql(f"ALTER TABLE {table} DROP BRANCH audit_20240102")
+    compacted = rewrite_data_files(spark, spec)  # the branch is gone: nothing is pending any more
     assert "skipped" not in compacted and compacted["rewritten_data_files_count"] >= 2
     assert lake.load(table).metadata.refs["main"].snapshot_id == compacted["snapshot_id"] != pending
     assert lake.rows(table) == [row for row in rows if row["id"] != 1]
     assert len(lake.data_files(table)) == 1
+
+
+#: The commit id of the rollback task in the write-audit-publish scenarios below.
+ROLLBACK_TASK = "wap:rollback_bad_load:manual__2024-01-02:-1:1:2024-01-02T00:00:00+00:00"
+
+
+def test_a_retried_rollback_never_undoes_a_commit_that_brought_its_snapshot_back(
+    spark, lake, table, publish_path
+):
+    """main good->R; a branch made from R; rollback to good; the branch gets C; C reaches main.
+
+    Ancestry cannot tell the retry "my earlier try rolled back" from "it did not yet": R is in
+    main's history again either way. main's snapshot log can: good was made current after R.
+    The publish that would bring R back is refused (R was rolled back out of main); another
+    tool's fast-forward still can, and the retry must not undo it.
+    """
+    from tests.jobs.test_branches import run_ref_action
+
+    write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
+    good = lake.current_snapshot_id(table)
+    bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"))
+    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+    first = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # its success is lost
+    assert lake.current_snapshot_id(table) == good and first["previous_snapshot_id"] == bad["snapshot_id"]
+    after = write_table(
+        spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
+    )["snapshot_id"]
+    state = lake.state(table)
+    publish = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True)
+    with pytest.raises(
+        TableStateError,
+        match=rf"its history holds snapshot {bad['snapshot_id']}, which was in main's history once and was "
+        rf"taken out of it .* Nothing was published; main is unchanged \(at {good}\)",
+    ):
+        run_ref_action(spark, publish, commit_id="wap:publish")
+    assert lake.state(table) == state and 66 not in lake.ids(table)  # the bad load stays rolled back
+    procedure_call(spark, table, "fast_forward", {"branch": "'main'", "to": "'audit'"})  # another tool
+    assert lake.current_snapshot_id(table) == after
+    state = lake.state(table)
+
+    retried = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # Airflow retries the rollback
+
+    assert 4 in lake.ids(table), "the retry rolled main back again, dropping the published commit"
+    assert lake.state(table) == state and retried["already_rolled_back"] is True
+    assert (retried["previous_snapshot_id"], retried["snapshot_id"]) == (bad["snapshot_id"], after)
+
+
+def test_a_rollback_retry_after_the_table_was_replaced_is_refused_and_changes_nothing(
+    spark, lake, table, publish_path, monkeypatch
+):
+    """The first try recorded main and was killed; the table was replaced; nothing was rolled back."""
+    from airflow_iceberg.jobs import rollback as rollback_module
+    from tests.jobs.test_branches import run_ref_action
+
+    write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
+    good = lake.current_snapshot_id(table)
+    bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
+    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+
+    def killed_before_rolling_back(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(rollback_module, "procedure_call", killed_before_rolling_back)
+    with pytest.raises(Killed):
+        run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # the marker is made, then the kill
+    monkeypatch.setattr(rollback_module, "procedure_call", procedure_call)
+    replaced = write_table(
+        spark, write_spec(table, "create_or_replace", values_query([(9, "new")], "id, name"))
+    )["snapshot_id"]
+    state = lake.state(table)
+    with pytest.raises(
+        TableStateError,
+        match=rf"this task's first try recorded main at snapshot {bad['snapshot_id']}, which is no longer "
+        rf"in main's history \(main is at {replaced}\), and main's snapshot log shows no rollback to it "
+        r"since: the table was replaced, .* Nothing changed",
+    ):
+        run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)
+    assert lake.state(table) == state and lake.ids(table) == [9]
+
+
+def test_a_rollback_whose_outcome_is_unknown_says_so_and_its_retry_finishes_it(
+    spark, lake, table, monkeypatch
+):
+    """The catalog did not answer the rollback's commit (it landed): never "nothing was changed"."""
+    from airflow_iceberg.jobs import rollback as rollback_module
+
+    _small_files(spark, table, batches=1)
+    first, second = [s.snapshot_id for s in lake.snapshots(table)]
+    spec = action_specs.RollbackSpec(table, snapshot_id=first).validated()
+
+    def commits_then_the_answer_is_lost(spark_, *args):
+        procedure_call(spark_, *args)
+        raise unknown_outcome()
+
+    monkeypatch.setattr(rollback_module, "procedure_call", commits_then_the_answer_is_lost)
+    with pytest.raises(
+        TableStateError, match=r"the outcome is unknown .* Retrying the task is safe"
+    ) as raised:
+        rollback(spark, spec, COMMIT_ID)
+    assert "Nothing was changed" not in str(raised.value)
+    monkeypatch.undo()
+    state = lake.state(table)
+    retried = rollback(spark, spec, COMMIT_ID)
+    assert (retried["already_rolled_back"], retried["previous_snapshot_id"]) == (True, second)
+    assert lake.state(table) == state and lake.current_snapshot_id(table) == first
+
+
+def test_compaction_waiting_for_branches_waits_for_a_branch_write_in_flight(spark, lake, table, monkeypatch):
+    """The branch write makes its branch at main's head, then runs its MERGE (minutes, on real data).
+
+    A compaction starting meanwhile sees a matching branch at main's head: it waits, and the
+    day's publish then fast-forwards main. After the publish (drop_branch) it compacts.
+    """
+    from airflow_iceberg.jobs import merges
+    from airflow_iceberg.jobs.job_spec import Source
+    from tests.jobs.test_branches import run_ref_action
+
+    write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))
+    main = lake.current_snapshot_id(table)
+    compaction = action_specs.RewriteDataFilesSpec(
+        table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
+    ).validated()
+    commit_sql = merges._commit_sql
+    compacted: list[dict] = []
+
+    def the_daily_compaction_runs_while_the_merge_runs(*args):
+        compacted.append(rewrite_data_files(spark, compaction))
+        commit_sql(*args)
+
+    monkeypatch.setattr(merges, "_commit_sql", the_daily_compaction_runs_while_the_merge_runs)
+    source = Source(query=values_query([(1, "A"), (4, "d")], "id, name"))
+    merged = merges.merge_into(
+        spark, action_specs.MergeSpec(table, source=source, keys=("id",), branch="audit_20240102").validated()
+    )
+    monkeypatch.undo()
+    assert compacted[0]["skipped"] is True and compacted[0]["snapshot_id"] == main
+    assert compacted[0]["waiting_for_branches"] == [{"branch": "audit_20240102", "snapshot_id": main}]
+    assert "blocks compaction until it is published with drop_branch, or dropped" in compacted[0]["reason"]
+    publish = action_specs.PublishSpec(
+        table, branch="audit_20240102", expected_snapshot_id=merged["snapshot_id"], drop_branch=True
+    )
+    run_ref_action(spark, publish)
+    assert lake.current_snapshot_id(table) == merged["snapshot_id"]
+    done = rewrite_data_files(spark, compaction)
+    assert "skipped" not in done and done["rewritten_data_files_count"] >= 2
+    assert [(r["id"], r["name"]) for r in lake.rows(table)] == [(1, "A"), (2, "b"), (3, "c"), (4, "d")]

@@ -304,6 +304,24 @@ def test_bad_input_fails_before_spark_submit(catalog, op, message):
         op.execute({"ti": _TaskInstance()})
 
 
+@pytest.mark.parametrize("rendered", [None, "None", "", "  "])
+def test_a_pin_whose_template_renders_to_nothing_is_refused_before_spark_submit(catalog, rendered):
+    """A missing XCom renders to None (native), "None" or "": unpinned, the branch's head would publish."""
+    op = IcebergPublishOperator(
+        task_id="t",
+        table="db.t",
+        branch="audit",
+        expected_snapshot_id="{{ ti.xcom_pull(task_ids='check')['audited_snapshot_id'] }}",
+        iceberg_conn_id=catalog,
+    )
+    op.expected_snapshot_id = rendered  # what Airflow's rendering leaves when the XCom is missing
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(InvalidSpecError, match=r"expected_snapshot_id .*did the upstream XCom exist\?; "),
+    ):
+        op.execute({"ti": _TaskInstance()})
+
+
 def _run_with_result(op, result: dict):
     """Run ``execute`` with spark-submit replaced by a job that reports ``result``."""
 
