@@ -577,12 +577,12 @@ def test_an_isolated_overwrite_of_a_new_branch_still_fails_on_a_conflict_landing
     load_source = writes.load_source
     landed: list[int] = []
 
-    def a_conflicting_commit_lands_while_the_source_is_read(spark_, source):
+    def a_conflicting_commit_lands_while_the_source_is_read(spark_, *source):
         if not landed:  # once: the conflicting write reads its own source through here too
             landed.append(0)
             overwrite = write_spec(table, "overwrite_partitions", values_query([(1, "other")], "id, name"))
             landed[0] = write_table(spark, overwrite)["snapshot_id"]
-        return load_source(spark_, source)
+        return load_source(spark_, *source)
 
     monkeypatch.setattr(writes, "load_source", a_conflicting_commit_lands_while_the_source_is_read)
     spec = write_spec(
