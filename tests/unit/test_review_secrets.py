@@ -1,0 +1,282 @@
+"""A hostile review of the secrets and Spark Connect guarantees (docs/guarantees.md): each test
+puts a secret where a user would, and finds it where the ledger says it never is.
+
+Every test here fails on the code as reviewed; each docstring names the guarantee it breaks.
+"""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+import pytest
+
+from airflow_iceberg.catalog.config import config_from_fields
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.jobs.job_spec import JobRequest
+from airflow_iceberg.operators import IcebergAppendOperator
+
+SENTINEL = "SENTINEL-5e7a"
+WAREHOUSE = {"warehouse": "file:///wh"}
+
+
+def _spark_submit_argv(conn_id: str) -> list[str]:
+    """The exact spark-submit command an append of ``conn_id``'s catalog runs (nothing is started)."""
+    op = IcebergAppendOperator(
+        task_id="append", table="db.t", iceberg_conn_id=conn_id, source_query="SELECT 1"
+    )
+    settings = op.catalog_settings()
+    spec = op.qualify_spec(op.build_spec().validated(), settings.catalog_names).validated()
+    request = JobRequest(spec=spec, result_file="/tmp/r.json", commit_id="c1", secret_conf_file="/tmp/s.json")
+    op._configure_submit(settings, request, job_archive="/tmp/airflow-iceberg-x/jobs.zip")
+    return op._get_hook()._build_spark_submit_command(op.application)
+
+
+def _shown_by_the_rest_api(conn_id: str, connection: dict) -> dict:
+    """The connection as Airflow's REST API (``GET /api/v2/connections/<id>``) and UI return it."""
+    from airflow.api_fastapi.core_api.datamodels.connections import ConnectionResponse
+
+    fields = {"conn_id": conn_id, "description": None, "schema": None, "port": None, "team_name": None}
+    fields.update({key: connection.get(key) for key in ("conn_type", "host", "login", "password")})
+    fields["extra"] = json.dumps(connection.get("extra", {}))
+    return ConnectionResponse.model_validate(fields).model_dump(mode="json")
+
+
+@pytest.fixture
+def spark_default(spark_connection):
+    return spark_connection
+
+
+# --------------------------------------------------------------------------- never on a command line
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        # MySQL Connector/J's key-value host form (dev.mysql.com "Connection URL Syntax").
+        f"jdbc:mysql://(host=db,port=3306,user=etl,password={SENTINEL})/iceberg",
+        f"jdbc:mysql://address=(host=db)(port=3306)(user=etl)(password={SENTINEL})/iceberg",
+        # Teradata's comma-separated parameters after the host.
+        f"jdbc:teradata://db/DATABASE=iceberg,USER=etl,PASSWORD={SENTINEL}",
+    ],
+    ids=["mysql-key-value", "mysql-address", "teradata"],
+)
+def test_a_jdbc_password_in_a_url_form_the_splitter_does_not_know_is_on_the_command_line(
+    host, iceberg_connection, spark_default
+):
+    """Breaks "Never on a command line": a JDBC driver's own URL syntax for the password.
+
+    ``split_jdbc_secrets`` and ``uri_secret_problem`` look for ``?``/``&``/``;``/``:`` before
+    ``password=``, and for ``user:password@``. MySQL's documented key-value hosts,
+    ``(host=..,password=..)`` and ``address=(..)(password=..)``, and Teradata's ``,PASSWORD=``
+    match neither: the connection is accepted and the password is sent as
+    ``--conf spark.sql.catalog.<name>.uri=...``, in ``ps``, in Spark's UI and event log in clear
+    (``uri`` matches no redaction pattern), and per session over Spark Connect.
+    """
+    conn_id = iceberg_connection("mysql_kv", host=host, extra={"catalog_type": "jdbc", **WAREHOUSE})
+    try:
+        argv = _spark_submit_argv(conn_id)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert not [arg for arg in argv if SENTINEL in arg]
+
+
+@pytest.mark.parametrize(
+    "extra,host",
+    [
+        ({"catalog_type": "rest"}, f"https://etl:pa,{SENTINEL}@rest.example/catalog"),
+        ({"catalog_type": "jdbc", **WAREHOUSE}, f"jdbc:mysql://etl:pa,{SENTINEL}@db:3306/iceberg"),
+        ({"catalog_type": "hadoop", "warehouse": f"s3a://key:pa,{SENTINEL}@bucket/wh"}, None),
+    ],
+    ids=["rest-uri", "mysql-uri", "warehouse"],
+)
+def test_a_user_info_password_with_a_comma_is_on_the_command_line(
+    extra, host, iceberg_connection, spark_default
+):
+    """Breaks "Never on a command line" (and "a password in user info is refused for every URI").
+
+    ``uri_secret_problem`` splits every URI at ``,`` (for Hive's list of metastores) before it
+    asks ``urlsplit`` for a password, so ``https://etl:pa,ss@host`` becomes ``https://etl:pa``
+    and ``ss@host``, neither with a password. A password with a comma in it, in a REST or MySQL
+    URI or in the warehouse, is accepted and put on spark-submit's command line in clear.
+    """
+    conn_id = iceberg_connection("comma_pw", host=host, extra=extra)
+    try:
+        argv = _spark_submit_argv(conn_id)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert not [arg for arg in argv if SENTINEL in arg]
+
+
+@pytest.mark.parametrize("field_name", ["extra_jars", "runtime_jar"])
+def test_credentials_in_a_jar_url_are_on_the_command_line_and_shown_by_airflow(
+    field_name, iceberg_connection, spark_default
+):
+    """Breaks "Never on a command line" and "Never in a connection field Airflow shows in clear".
+
+    A private repository's jar is commonly given as ``https://user:token@repo/...jar``. Only Host
+    and Warehouse are checked for user info; ``extra_jars`` and ``runtime_jar`` go to ``--jars``
+    as they are, so the token is in ``ps``, in Spark's ``spark.jars`` (UI, event log: the key
+    matches no redaction pattern) and in the connection's extras, which Airflow's REST API and UI
+    return in clear.
+    """
+    connection = {
+        "conn_type": "iceberg_catalog",
+        "extra": {
+            "catalog_type": "hadoop",
+            **WAREHOUSE,
+            field_name: f"https://ci:{SENTINEL}@repo.example/x.jar",
+        },
+    }
+    shown = _shown_by_the_rest_api("jar_creds", connection)
+    conn_id = iceberg_connection("jar_creds", **{k: v for k, v in connection.items() if k != "conn_type"})
+    try:
+        argv = _spark_submit_argv(conn_id)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert SENTINEL not in json.dumps(shown), "Airflow shows the jar URL's credentials in clear"
+    assert not [arg for arg in argv if SENTINEL in arg]
+
+
+@pytest.mark.parametrize(
+    "field_name,key",
+    [
+        # Iceberg S3FileIO, s3.sse.type=custom: the base64 AES-256 key (S3FileIOProperties.SSE_KEY).
+        ("catalog_properties", "s3.sse.key"),
+        # Iceberg REST: every header.<name> is sent with each request (RESTUtil.configHeaders).
+        ("catalog_properties", "header.Cookie"),
+        # Hadoop S3A SSE-C key, GCS connector customer-supplied key, WASB container SAS.
+        ("hadoop_properties", "fs.s3a.encryption.key"),
+        ("hadoop_properties", "fs.gs.encryption.key"),
+        ("hadoop_properties", "fs.azure.sas.lake.account.blob.core.windows.net"),
+    ],
+)
+def test_a_real_secret_property_the_detection_misses_is_in_clear_everywhere(
+    field_name, key, iceberg_connection, spark_default
+):
+    """Breaks "Never in a connection field Airflow shows in clear" and "Never on a command line".
+
+    ``is_secret_property`` knows a credential by words in its name (password, secret, token,
+    credential, authorization, access/private/account/api key). Encryption keys, SAS entries
+    keyed by container and cookies have none of them, so in Catalog or Hadoop properties they
+    are neither refused nor treated as secret: Airflow's REST API shows them, spark-submit gets
+    them as ``--conf``, and Spark's ``spark.redaction.regex`` (ours) does not match the key.
+    """
+    connection = {
+        "conn_type": "iceberg_catalog",
+        "extra": {"catalog_type": "hadoop", **WAREHOUSE, field_name: {key: SENTINEL}},
+    }
+    shown = _shown_by_the_rest_api("missed", connection)
+    conn_id = iceberg_connection("missed", **{k: v for k, v in connection.items() if k != "conn_type"})
+    try:
+        argv = _spark_submit_argv(conn_id)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert SENTINEL not in json.dumps(shown), f"Airflow shows {field_name} {key!r} in clear"
+    assert not [arg for arg in argv if SENTINEL in arg]
+
+
+def test_a_password_in_the_jdbc_url_host_is_shown_in_clear_by_airflows_rest_api():
+    """Breaks "Never in a connection field Airflow shows in clear" as the ledger words it.
+
+    The ledger counts a JDBC URI's ``?password=`` as a secret and promises that a secret in a
+    field Airflow shows in clear is refused. The connection accepts it in Host, which Airflow's
+    REST API and UI return unmasked (docs/connection.md admits this; the ledger does not).
+    """
+    connection = {
+        "conn_type": "iceberg_catalog",
+        "host": f"jdbc:postgresql://db:5432/iceberg?user=etl&password={SENTINEL}",
+        "extra": {"catalog_type": "jdbc", **WAREHOUSE},
+    }
+    shown = _shown_by_the_rest_api("pg_url", connection)
+    try:
+        config_from_fields(extra=connection["extra"], host=connection["host"])
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert SENTINEL not in json.dumps(shown), "accepted, while GET /api/v2/connections shows it"
+
+
+# --------------------------------------------------------------------------- never in an error message
+
+
+@pytest.mark.parametrize(
+    "extra,host,port",
+    [
+        # An unescaped '@' in a password: urlsplit (and so the driver) takes the last '@'.
+        ({"catalog_type": "hive"}, f"thrift://etl:p@{SENTINEL}@metastore:9083", 9084),
+        # Oracle's thin syntax with a quoted password holding '@' (Oracle JDBC docs).
+        ({"catalog_type": "jdbc", **WAREHOUSE}, f'jdbc:oracle:thin:etl/"p@{SENTINEL}"@db:1521/svc', 1522),
+    ],
+    ids=["hive-user-info", "oracle-quoted"],
+)
+def test_a_password_with_an_at_sign_is_quoted_in_the_port_error(extra, host, port):
+    """Breaks "Never in the task log or an error message": ``display_uri`` cuts at the first '@'.
+
+    ``display_uri`` removes ``//[^/@]*@`` and Oracle's ``[^@]*@``, both up to the *first* '@',
+    while the password runs to the last one. The Port check quotes ``display_uri(host)`` before
+    the URI's secrets are refused, so a Port that disagrees with Host prints the password's
+    tail: ``9084 differs from the port in the URI 'thrift://<tail>@metastore:9083'``. The Host
+    is no Airflow-masked field, so the task log shows it as is.
+    """
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        config_from_fields(extra=extra, host=host, port=port)
+    assert SENTINEL not in str(refused.value)
+
+
+# --------------------------------------------------------------------------- Spark Connect
+
+
+def test_without_a_secret_a_tasks_session_id_follows_from_the_commit_id_its_log_shows():
+    """Breaks "No task log grants access to a Spark Connect session".
+
+    The ids of a try's session and committing operation are an HMAC keyed by the task's secrets
+    (the Connect token, the catalogs' secret settings). Without any (a Spark 3.5 Connect server
+    has no token at all; a catalog without secrets, or with ``connect_server_credentials`` and the
+    secrets on the server only), the key is a constant and the ids follow from the commit id
+    alone. The commit id is in the task log and XCom (``Iceberg job result ...`` carries the
+    snapshot summary's ``airflow-iceberg.commit-id``) and in every snapshot summary, so anyone
+    who reads either can join the running session (``sc://...;session_id=<id>``), change its
+    catalog settings under the task or start an operation with the committing id first.
+    """
+    from airflow_iceberg.catalog.spark_settings import combined_settings
+    from airflow_iceberg.operators.connect import ConnectJob
+    from airflow_iceberg.operators.connect_tries import CommitKeys, TryNumbers
+
+    config = config_from_fields(extra={"catalog_name": "lake", "catalog_type": "hadoop", **WAREHOUSE})
+    settings = combined_settings([config])
+    commit_id = "sales:load:scheduled__2026-12-01T00:00:00+00:00:-1:1:2026-12-01T00:00:05.123456+00:00"
+    request = JobRequest(spec=mock.Mock(), result_file="/tmp/r.json", commit_id=commit_id, reuse_commit=True)
+
+    job = ConnectJob("spark_connect_default", mock.Mock())
+    job._remote = mock.Mock(session_state=mock.Mock(return_value="absent"))
+    ids = job._settle(request, settings, token=None, tries=TryNumbers(first=1, current=1))
+
+    from_the_log = CommitKeys(commit_id, [""]).run(1, 0)  # what a reader of the task log computes
+    assert ids.session_id != from_the_log.session_id
+    assert ids.operation_id != from_the_log.operation_id
+
+
+def test_a_secret_key_the_detection_misses_is_sent_per_session_over_connect():
+    """Breaks "a task never sends a secret" over Spark Connect (Spark's event log holds secrets
+    only redacted): ``user_secret_keys`` and the catalog's secret split use the same name test, so
+    an S3 SSE-C key in Catalog properties or the operator's ``conf`` is set on the session, and
+    the server copies session settings into every job's properties, in clear in its event log.
+    """
+    from airflow_iceberg.catalog.spark_settings import combined_settings
+    from airflow_iceberg.operators.connect import session_settings
+
+    config = config_from_fields(
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "hadoop",
+            **WAREHOUSE,
+            "catalog_properties": {"s3.sse.key": SENTINEL},
+        }
+    )
+    sent = session_settings(combined_settings([config]), {"spark.sql.catalog.lake.s3.sse.key": SENTINEL})
+    assert not [key for key, value in sent.items() if SENTINEL in value]
