@@ -6,6 +6,7 @@ Every test here fails on the code as reviewed; each docstring names the guarante
 
 from __future__ import annotations
 
+import contextlib
 import json
 from unittest import mock
 
@@ -280,3 +281,38 @@ def test_a_secret_key_the_detection_misses_is_sent_per_session_over_connect():
     )
     sent = session_settings(combined_settings([config]), {"spark.sql.catalog.lake.s3.sse.key": SENTINEL})
     assert not [key for key, value in sent.items() if SENTINEL in value]
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("fs.s3a.endpoint", "http://task-b-s3:8333"),
+        ("fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"),
+        ("fs.s3a.bucket.lake.endpoint", "http://task-b-s3:8333"),
+    ],
+)
+def test_a_bare_hadoop_key_in_conf_reaches_the_shared_file_system_over_connect_unrefused(
+    key, value, iceberg_connection, monkeypatch
+):
+    """Breaks "Per-task storage credentials are the task's own, or refused before anything runs".
+
+    Spark copies *every* session setting into the Hadoop Configuration it makes for a catalog
+    (``SessionState.newHadoopConf``, which Iceberg's ``SparkUtil.hadoopConfCatalogOverrides``
+    starts from; checked on Spark 3.5: ``spark.conf.set("fs.s3a.endpoint", x)`` then
+    ``sessionState().newHadoopConf().get("fs.s3a.endpoint") == x``). So ``conf={"fs.s3a...": ...}``
+    without ``spark.hadoop.`` is a per-task file system setting, served from the server-wide
+    FileSystem cache exactly like the refused ones, yet only ``spark.hadoop.fs.*`` and
+    ``spark.sql.catalog.<name>.hadoop.fs.*`` are refused: the task opens its session.
+    """
+    from airflow_iceberg.operators.connect import ConnectJob
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 1}),
+    )
+    iceberg_connection(extra={"catalog_name": "lake", "catalog_type": "hadoop", "warehouse": "s3a://lake/wh"})
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1", conf={key: value})
+    with mock.patch.object(ConnectJob, "run", return_value=0) as run:
+        with contextlib.suppress(Exception):  # refused, or the mocked session reported no result
+            append.execute({})
+    assert not run.called, f"a Spark Connect session was opened with conf {key!r} (refused: nothing)"
