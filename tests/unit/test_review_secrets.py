@@ -233,16 +233,18 @@ def test_a_password_with_an_at_sign_is_quoted_in_the_port_error(extra, host, por
 
 
 def test_without_a_secret_a_tasks_session_id_follows_from_the_commit_id_its_log_shows():
-    """Breaks "No task log grants access to a Spark Connect session".
+    """Breaks "No task log grants access to a Spark Connect session" as the ledger words it.
 
     The ids of a try's session and committing operation are an HMAC keyed by the task's secrets
-    (the Connect token, the catalogs' secret settings). Without any (a Spark 3.5 Connect server
-    has no token at all; a catalog without secrets, or with ``connect_server_credentials`` and the
-    secrets on the server only), the key is a constant and the ids follow from the commit id
-    alone. The commit id is in the task log and XCom (``Iceberg job result ...`` carries the
+    (the Connect token, the catalogs' secret settings). Without any (a server started without
+    authentication needs no token; a catalog without secrets, or with ``connect_server_credentials``
+    and the secrets on the server only), the key is a constant and the ids follow from the commit
+    id alone. The commit id is in the task log and XCom (``Iceberg job result ...`` carries the
     snapshot summary's ``airflow-iceberg.commit-id``) and in every snapshot summary, so anyone
     who reads either can join the running session (``sc://...;session_id=<id>``), change its
-    catalog settings under the task or start an operation with the committing id first.
+    catalog settings under the task, or take the committing operation id first. docs/spark-connect.md
+    accepts this ("holds nothing ... they could not set up in a session of their own"), which
+    overlooks tampering with *this* task's session; the ledger promises no such limit.
     """
     from airflow_iceberg.catalog.spark_settings import combined_settings
     from airflow_iceberg.operators.connect import ConnectJob
@@ -316,3 +318,47 @@ def test_a_bare_hadoop_key_in_conf_reaches_the_shared_file_system_over_connect_u
     with mock.patch.object(ConnectJob, "run", return_value=0) as run, contextlib.suppress(Exception):
         append.execute({})
     assert not run.called, f"a Spark Connect session was opened with conf {key!r} (refused: nothing)"
+
+
+class _Server:
+    """Spark Connect sessions by id: "open" or "closed"; absent ones were never seen or forgotten."""
+
+    def __init__(self, sessions, running):
+        self.sessions, self.running, self.calls = dict(sessions), set(running), []
+
+    def session_state(self, session_id):
+        return self.sessions.get(session_id, "absent")
+
+    def claim(self, ids):
+        self.calls.append("claim")
+        return ids.operation_id not in self.running
+
+    def wait_until_ended(self, ids, timeout=None):
+        self.calls.append("wait")
+        self.running.discard(ids.operation_id)
+        return True
+
+    def release_session(self, session_id):
+        self.calls.append("release")
+        self.sessions[session_id] = "closed"
+
+
+def test_a_retry_misses_a_running_write_once_the_server_forgot_an_earlier_closed_session():
+    """Breaks "A retry commits once even when the worker died mid-write".
+
+    Try 1 ran twice (``airflow tasks test`` next to the scheduler's run, say): run 0 ended and
+    closed its session, run 1's worker died mid-write and its write goes on. A closed session is
+    remembered only as a tombstone, ``spark.connect.session.manager.closedSessionsTombstonesSize``
+    of them (1000 by default, across every client of the server); once evicted, run 0's id reads
+    as never seen. ``EarlierRuns.settle`` stops scanning a try at its first unseen id, so try 2
+    never looks at run 1: it neither claims nor waits for that write, and looks for the earlier
+    commit while it may still land.
+    """
+    from airflow_iceberg.operators.connect_tries import CommitKeys, EarlierRuns
+
+    keys = CommitKeys("dag:task:run:-1:1:2026-12-01T00:00:00+00:00", ["token"])
+    killed_run = keys.run(1, 1)
+    server = _Server({killed_run.session_id: "open"}, running={killed_run.operation_id})
+    ids = EarlierRuns(server, keys, mock.Mock()).settle(1, 2)
+    assert ids == keys.run(2, 0)
+    assert server.calls == ["claim", "wait", "release"], "try 2 went ahead while try 1's write ran"
