@@ -111,6 +111,42 @@ def test_a_user_info_password_with_a_comma_is_on_the_command_line(
     assert not [arg for arg in argv if SENTINEL in arg]
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"catalog_type": "hive", "catalog_properties": {"uri": f"thrift://etl:{SENTINEL}@metastore:9083"}},
+        {"catalog_type": "hive", "catalog_properties": {"warehouse": f"s3a://AKIA:{SENTINEL}@bucket/wh"}},
+        {
+            "catalog_type": "hadoop",
+            **WAREHOUSE,
+            "hadoop_properties": {"fs.defaultFS": f"s3a://AKIA:{SENTINEL}@b"},
+        },
+        {
+            "catalog_type": "rest",
+            "catalog_properties": {"oauth2-server-uri": f"https://client:{SENTINEL}@idp.example/token"},
+        },
+    ],
+    ids=["catalog-uri", "catalog-warehouse", "hadoop-default-fs", "oauth2-server-uri"],
+)
+def test_a_user_info_password_in_a_uri_property_is_on_the_command_line(
+    extra, iceberg_connection, spark_default
+):
+    """Breaks "a password in user info is refused for every URI" (docs/connection.md) and "Never on a
+    command line": only Host and Warehouse go through ``uri_secret_problem``. The same URI given as
+    the ``uri`` or ``warehouse`` catalog property (a Hive catalog needs no Host), any ``*-uri`` /
+    ``*-url`` property (which ``ABOUT_A_SECRET_RE`` declares "about a secret"), or a Hadoop
+    ``fs.defaultFS`` is taken as it is and sent as ``--conf``, in clear in ``ps`` and Spark's UI.
+    """
+    host = "https://rest.example/catalog" if extra["catalog_type"] == "rest" else None
+    conn_id = iceberg_connection("uri_property", host=host, extra=extra)
+    try:
+        argv = _spark_submit_argv(conn_id)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    assert not [arg for arg in argv if SENTINEL in arg]
+
+
 @pytest.mark.parametrize("field_name", ["extra_jars", "runtime_jar"])
 def test_credentials_in_a_jar_url_are_on_the_command_line_and_shown_by_airflow(
     field_name, iceberg_connection, spark_default
