@@ -72,15 +72,25 @@ def test_a_jdbc_password_in_a_url_form_the_splitter_does_not_know_is_on_the_comm
     ``(host=..,password=..)`` and ``address=(..)(password=..)``, and Teradata's ``,PASSWORD=``
     match neither: the connection is accepted and the password is sent as
     ``--conf spark.sql.catalog.<name>.uri=...``, in ``ps``, in Spark's UI and event log in clear
-    (``uri`` matches no redaction pattern), and per session over Spark Connect.
+    (``uri`` matches no redaction pattern), and per session over Spark Connect. It is also in the
+    table's asset URI (``...&uri=jdbc%3Amysql...password%3D<it>``), which Airflow stores, shows to
+    every UI user on its Assets page and hands to OpenLineage.
     """
+    from airflow_iceberg.assets import table_asset_uri
+
     conn_id = iceberg_connection("mysql_kv", host=host, extra={"catalog_type": "jdbc", **WAREHOUSE})
     try:
         argv = _spark_submit_argv(conn_id)
     except InvalidCatalogConfigError as refused:
         assert SENTINEL not in str(refused)
         return
+    asset_uri = table_asset_uri(
+        config_from_fields(extra={"catalog_type": "jdbc", **WAREHOUSE}, host=host), "db.t"
+    )
     assert not [arg for arg in argv if SENTINEL in arg]
+    assert SENTINEL.lower() not in asset_uri.lower(), (
+        f"the table's asset URI (Airflow UI, OpenLineage): {asset_uri}"
+    )
 
 
 @pytest.mark.parametrize(
