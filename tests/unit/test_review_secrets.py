@@ -94,6 +94,30 @@ def test_a_jdbc_password_in_a_url_form_the_splitter_does_not_know_is_on_the_comm
 
 
 @pytest.mark.parametrize(
+    "host",
+    [
+        f"jdbc:mysql://(host=127.0.0.1,port=1,user=etl,password={SENTINEL})/iceberg",
+        f"jdbc:mysql://address=(host=127.0.0.1)(port=1)(user=etl)(password={SENTINEL})/iceberg",
+    ],
+    ids=["mysql-key-value", "mysql-address"],
+)
+def test_the_test_button_answer_quotes_a_mysql_key_value_password(host):
+    """Breaks "Never in the task log or an error message": the Test button's TCP probe takes the
+    whole MySQL key-value authority for a host name and says ``TCP connection to
+    (host=...,password=<it>):3306 ... failed``, in the UI and ``POST /api/v2/connections/test``.
+    """
+    from airflow_iceberg.catalog.connection_check import check_catalog
+
+    try:
+        config = config_from_fields(extra={"catalog_type": "jdbc", **WAREHOUSE}, host=host)
+    except InvalidCatalogConfigError as refused:
+        assert SENTINEL not in str(refused)
+        return
+    _, message = check_catalog(config)
+    assert SENTINEL.lower() not in message.lower(), message
+
+
+@pytest.mark.parametrize(
     "extra,host",
     [
         ({"catalog_type": "rest"}, f"https://etl:pa,{SENTINEL}@rest.example/catalog"),
