@@ -432,3 +432,30 @@ def test_a_retry_misses_a_running_write_once_the_server_forgot_an_earlier_closed
     ids = EarlierRuns(server, keys, mock.Mock()).settle(1, 2)
     assert ids == keys.run(2, 0)
     assert server.calls == ["claim", "wait", "release"], "try 2 went ahead while try 1's write ran"
+
+
+def test_a_dag_change_to_retries_between_two_tries_changes_the_commit_id_they_share(spark_default):
+    """Breaks "A retry commits once even when the worker died mid-write" (and exactly-once retries
+    in spark-submit mode): the retry must compute the commit id, and over Connect the session ids,
+    of the try it follows.
+
+    ``_first_try`` is ``ti.max_tries - self.retries + 1``. ``max_tries`` is stored when the task
+    instance is created or cleared and never refreshed from the DAG (Airflow: "Do not set
+    max_tries to task.retries here because max_tries is a cumulative value"); ``self.retries`` is
+    the DAG file as parsed for this try. Raise ``retries`` from 1 to 3 (or ``[core]
+    default_task_retries``) while try 1 runs, and try 2 computes first try -1 instead of 1: a
+    different commit id, so it neither finds try 1's commit nor settles its running write.
+    """
+    from types import SimpleNamespace
+
+    import pendulum
+
+    started = SimpleNamespace(start_date=pendulum.datetime(2026, 12, 1, tz="UTC"))
+
+    def commit_id(retries: int, try_number: int) -> str:
+        op = IcebergAppendOperator(task_id="load", table="db.t", source_query="SELECT 1", retries=retries)
+        ti = SimpleNamespace(dag_id="sales", task_id="load", run_id="r", map_index=-1, try_number=try_number)
+        ti.max_tries = 1  # queued with retries=1
+        return op._commit_id({"ti": ti, "dag_run": started})
+
+    assert commit_id(retries=3, try_number=2) == commit_id(retries=1, try_number=1)
