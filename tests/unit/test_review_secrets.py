@@ -459,3 +459,29 @@ def test_a_dag_change_to_retries_between_two_tries_changes_the_commit_id_they_sh
         return op._commit_id({"ti": ti, "dag_run": started})
 
     assert commit_id(retries=3, try_number=2) == commit_id(retries=1, try_number=1)
+
+
+@pytest.mark.parametrize("host", ["", "sc://"])
+def test_the_spark_connect_token_is_in_the_error_of_a_connection_without_a_host(
+    host, iceberg_connection, monkeypatch
+):
+    """Breaks "Never in the task log or an error message" (docs/spark-connect.md: "The URL carries
+    the token, so the operators never log it").
+
+    A ``spark_connect`` connection whose Host is empty (a form left blank, a variable that did not
+    expand) but has a Port: pyspark refuses the URL with ``Hostname is missing in the URL:
+    '<the URL>'``, and the operator's ``IcebergJobError`` repeats it, token included. The
+    provider percent-encodes the token into the URL, so a base64 token (``...==``) appears as
+    ``...%3D%3D``, which Airflow's masker, knowing only the Password as typed, does not hide.
+    """
+    from airflow.sdk._shared.secrets_masker import redact
+
+    token = "c2VjcmV0LXRva2VuIQ=="  # base64, as Spark Connect tokens often are
+    connection = {"conn_type": "spark_connect", "host": host, "port": 15002, "password": token}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    iceberg_connection(extra={"catalog_type": "hadoop", **WAREHOUSE})
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1")
+    with pytest.raises(Exception) as failed:
+        append.execute({})
+    shown = redact(str(failed.value))  # what the task log shows, after Airflow's masking
+    assert "c2VjcmV0LXRva2VuIQ" not in shown, shown
