@@ -485,3 +485,32 @@ def test_the_spark_connect_token_is_in_the_error_of_a_connection_without_a_host(
         append.execute({})
     shown = redact(str(failed.value))  # what the task log shows, after Airflow's masking
     assert "c2VjcmV0LXRva2VuIQ" not in shown, shown
+
+
+def test_a_hadoop_security_setting_in_hadoop_properties_loses_its_prefix_and_is_silently_dropped():
+    """Breaks the documented mapping of Hadoop properties (docs/connection.md: ``<key>`` ->
+    ``.hadoop.<key>``) for Hadoop's own ``hadoop.*`` keys, security ones included.
+
+    ``_hadoop_prefixed`` leaves a key that already starts with ``hadoop.`` as it is, taking it for
+    a catalog property. Iceberg strips ``spark.sql.catalog.<name>.hadoop.`` before it sets a key
+    on the catalog's Hadoop Configuration (``SparkUtil.hadoopConfCatalogOverrides``), so
+    ``hadoop.rpc.protection=privacy`` (encrypted RPC to the NameNode and metastore) arrives as
+    ``rpc.protection``, which nothing reads: the catalog talks unencrypted, and no error says so.
+    The same for ``hadoop.security.authentication`` and ``hadoop.security.credential.provider.path``.
+    """
+    config = config_from_fields(
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "hadoop",
+            "warehouse": "hdfs://nn/wh",
+            "hadoop_properties": {"hadoop.rpc.protection": "privacy"},
+        }
+    )
+    from airflow_iceberg.catalog.spark_settings import spark_settings
+
+    conf = spark_settings(config).conf
+    prefix = "spark.sql.catalog.lake.hadoop."  # what Iceberg strips
+    hadoop_keys = {key.removeprefix(prefix): value for key, value in conf.items() if key.startswith(prefix)}
+    assert hadoop_keys.get("hadoop.rpc.protection") == "privacy", (
+        f"the catalog's Hadoop conf gets {hadoop_keys}"
+    )
