@@ -29,7 +29,7 @@ from airflow_iceberg.catalog.spark_settings import (
     merge_csv,
     redaction_regex,
 )
-from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
@@ -159,7 +159,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 else _write_private_json(workdir, "secret-conf.json", settings.secret_conf),
             )
             if over_connect:
-                self._run_over_connect(spec, settings, request, self._try_numbers(context))
+                held = [name for name, config in configs.items() if config.connect_server_credentials]
+                self._run_over_connect(spec, settings, request, self._try_numbers(context), held)
             else:
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 try:
@@ -178,15 +179,22 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         return result
 
     def _run_over_connect(
-        self, spec: JobSpec, settings: SparkSettings, request: JobRequest, tries: TryNumbers | None
+        self,
+        spec: JobSpec,
+        settings: SparkSettings,
+        request: JobRequest,
+        tries: TryNumbers | None,
+        server_credential_catalogs: Sequence[str] = (),
     ) -> None:
         """Run the job in a Spark Connect session from this process (no spark-submit)."""
         from airflow_iceberg.jobs.iceberg_job import describe_error
 
-        job = ConnectJob(self._conn_id, self.log)
+        job = ConnectJob(self._conn_id, self.log, server_credential_catalogs)
         self._connect_job = job
         try:
             code = job.run(settings, request, self.conf, tries)
+        except InvalidCatalogConfigError:
+            raise  # refused in the session, before the task set anything: the refusal says why
         except Exception as error:
             if job.killed:
                 raise IcebergJobError(

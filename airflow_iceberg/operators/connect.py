@@ -17,12 +17,17 @@ each task gets its connection's catalogs. Their secrets are the server's, never 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, ICEBERG_EXTENSIONS, SparkSettings
 from airflow_iceberg.jobs.connect import is_committing
-from airflow_iceberg.operators.connect_secrets import check_server_secrets, user_secret_keys
+from airflow_iceberg.operators.connect_secrets import (
+    check_server_secrets,
+    refuse_redirected_endpoints,
+    server_held_endpoints,
+    user_secret_keys,
+)
 from airflow_iceberg.operators.connect_tries import (
     DEFAULT_USER_ID,
     CommitKeys,
@@ -117,11 +122,16 @@ class ConnectJob:
 
     :param conn_id: The ``spark_connect`` connection of the server.
     :param log: The operator's logger (never given a secret or the connection URL, which holds the token).
+    :param server_credential_catalogs: The catalogs whose secrets the server holds
+        (``connect_server_credentials``): their endpoints must be the server's own.
     """
 
-    def __init__(self, conn_id: str, log: logging.Logger) -> None:
+    def __init__(
+        self, conn_id: str, log: logging.Logger, server_credential_catalogs: Iterable[str] = ()
+    ) -> None:
         self.conn_id = conn_id
         self.log = log
+        self.server_credential_catalogs = tuple(server_credential_catalogs)
         #: Every operation of the task carries this tag; ``interrupt`` cancels them by it.
         self.tag = f"airflow-iceberg-{uuid.uuid4().hex}"
         self._session: Any = None
@@ -200,7 +210,10 @@ class ConnectJob:
             # Progress reports are responses a reattaching retry would have to skip one by one.
             spark.conf.set(PROGRESS_INTERVAL_KEY, "-1")
             check_server_secrets(spark, settings.secret_conf, self.log)
-            self._configure(spark, session_settings(settings, user_conf))
+            conf = session_settings(settings, user_conf)
+            endpoints = server_held_endpoints(self.server_credential_catalogs, conf)
+            refuse_redirected_endpoints(spark, conf, endpoints, self.log)  # the server's own: not sent
+            self._configure(spark, {key: value for key, value in conf.items() if key not in endpoints})
             self._check_extensions(spark)
             code = run_job(spark, request)
             finished = code == 0

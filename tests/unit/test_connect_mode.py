@@ -151,8 +151,11 @@ class FakeSession:
         self.is_stopped = True
 
 
-def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
-    """``ConnectJob.run`` against a fake server; returns the session and whether the job ran."""
+def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None, held=()):
+    """``ConnectJob.run`` against a fake server; returns the session and whether the job ran.
+
+    ``held``: the catalogs whose secrets the server holds (``connect_server_credentials``).
+    """
     from pyspark.sql.connect.session import SparkSession
 
     session = FakeSession(server_conf)
@@ -161,7 +164,7 @@ def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
     monkeypatch.setattr(SparkSession, "Builder", lambda: builder)
     ran = mock.Mock(return_value=0)
     monkeypatch.setattr("airflow_iceberg.jobs.iceberg_job.run_job", ran)
-    job = ConnectJob("spark_default", mock.Mock())
+    job = ConnectJob("spark_default", mock.Mock(), held)
     try:
         job.run(settings, JobRequest(spec=mock.Mock(), result_file="/tmp/r.json"), user_conf)
     finally:
@@ -219,6 +222,70 @@ def test_a_per_session_secret_is_refused_before_any_session_opens(
         append.execute({})
     run.assert_not_called()
     assert "SENTINEL" not in str(refused.value) and "spark-submit mode" in str(refused.value)
+
+
+ENDPOINT_SETTINGS = SparkSettings(
+    conf={
+        "spark.sql.catalog.rest": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.rest.type": "rest",
+        "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+        "spark.sql.catalog.rest.warehouse": "s3://lake",
+    },
+    catalog_names=("rest",),
+)
+
+
+@pytest.mark.parametrize(
+    ("server_conf", "user_conf", "refused_keys"),
+    [
+        (  # another uri than the server's
+            {
+                "spark.sql.catalog.rest.uri": "https://the-servers.example/",
+                "spark.sql.catalog.rest.warehouse": "s3://lake",
+            },
+            None,
+            "spark.sql.catalog.rest.uri",
+        ),
+        (  # the operator's conf names another token endpoint
+            {
+                "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+                "spark.sql.catalog.rest.warehouse": "s3://lake",
+                "spark.sql.catalog.rest.oauth2-server-uri": "https://rest.example/catalog/v1/oauth/tokens",
+                "spark.sql.catalog.rest.s3.endpoint": "https://s3.example",
+            },
+            {
+                "spark.sql.catalog.rest.oauth2-server-uri": "https://elsewhere/token",
+                "spark.sql.catalog.rest.s3.endpoint": "x",
+            },
+            "spark.sql.catalog.rest.oauth2-server-uri, spark.sql.catalog.rest.s3.endpoint",
+        ),
+    ],
+    ids=["another-uri", "conf-endpoints"],
+)
+def test_a_server_held_catalog_is_never_pointed_elsewhere(
+    connect_connections, monkeypatch, server_conf, user_conf, refused_keys
+):
+    """The server holds catalog ``rest``'s secret: an endpoint that is not exactly the server's is
+    refused before the task sets anything or runs, and names the keys, never a value."""
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        _run_connect_job(monkeypatch, server_conf, ENDPOINT_SETTINGS, user_conf, held=("rest",))
+    assert f"the task would set {refused_keys}, which the server defines otherwise" in str(refused.value)
+    assert "elsewhere" not in str(refused.value) and "example" not in str(refused.value)
+
+
+@pytest.mark.parametrize("shown", [True, False], ids=["shown", "unset-or-redacted"])
+def test_a_server_held_catalogs_endpoints_are_the_servers_and_never_sent(
+    connect_connections, monkeypatch, shown
+):
+    """Identical to the server's, or not shown by it (unset, or redacted by value): never sent."""
+    server = {
+        "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+        "spark.sql.catalog.rest.warehouse": "s3://lake",
+    }
+    session, ran = _run_connect_job(monkeypatch, server if shown else {}, ENDPOINT_SETTINGS, held=("rest",))
+    ran.assert_called_once()
+    assert "spark.sql.catalog.rest.type" in session.sent
+    assert not {"spark.sql.catalog.rest.uri", "spark.sql.catalog.rest.warehouse"} & set(session.sent)
 
 
 def test_a_secret_the_server_shows_in_clear_is_refused(connect_connections, monkeypatch):
