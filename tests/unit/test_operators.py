@@ -12,6 +12,7 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
+from airflow_iceberg.catalog.spark_settings import REDACTION_REGEX
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH
 from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
@@ -24,7 +25,7 @@ from airflow_iceberg.operators import (
 )
 
 EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-REGEX = "(?i)secr[e]t|passw[o]rd|t[o]ken|access[.]key|cr[e]dential"
+REGEX = REDACTION_REGEX
 
 
 @pytest.fixture
