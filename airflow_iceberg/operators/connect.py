@@ -63,6 +63,33 @@ def is_spark_connect(conn_id: str) -> bool:
     return BaseHook.get_connection(conn_id).conn_type == SPARK_CONNECT_CONN_TYPE
 
 
+def connection_url(conn_id: str) -> str:
+    """The server's ``sc://`` URL, built only from a connection with a Host; its token is masked.
+
+    pyspark refuses a URL without a host by quoting the whole URL, token included, and the
+    provider percent-encodes the token into it (``==`` becomes ``%3D%3D``), a form Airflow's
+    masker, which knows the Password as typed, would not hide. So an empty Host is refused here,
+    quoting nothing, and the encoded token is registered with the masker too.
+    """
+    from urllib.parse import quote
+
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.providers.common.compat.sdk import BaseHook, mask_secret
+
+    from airflow_iceberg.exceptions import IcebergJobError
+
+    connection = BaseHook.get_connection(conn_id)
+    if connection.password:
+        mask_secret(quote(connection.password))
+    host = (connection.host or "").strip().removeprefix("sc://")
+    if not host.split("/")[0].split(":")[0]:
+        raise IcebergJobError(
+            f"Spark Connect connection {conn_id!r}: Host is empty; set it to the Spark Connect "
+            "server's host name (server or sc://server), and Port to its port (15002 by default)"
+        )
+    return with_user_id(SparkConnectHook(conn_id=conn_id).get_connection_url(), connection.login)
+
+
 def with_user_id(url: str, login: str | None) -> str:
     """The provider's ``sc://`` URL with a fixed ``user_id`` when the connection has no Login.
 
@@ -156,11 +183,10 @@ class ConnectJob:
         :param tries: This try and the first try of its commit id; None (or a request that does not
             reuse commits) skips the settling, and the ids are random.
         """
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
         from airflow.providers.common.compat.sdk import BaseHook
 
         connection = BaseHook.get_connection(self.conn_id)
-        url = with_user_id(SparkConnectHook(conn_id=self.conn_id).get_connection_url(), connection.login)
+        url = connection_url(self.conn_id)
         self._remote = RemoteOperations(url)
         try:
             if self.killed:  # killed before ``interrupt`` could stop the settling

@@ -205,3 +205,28 @@ def test_a_real_secret_property_is_refused_before_the_rest_api_would_show_it(
     with pytest.raises(InvalidCatalogConfigError) as refused:  # ...so the provider refuses it
         _spark_submit_argv(conn_id)
     assert SENTINEL not in str(refused.value)
+
+
+@pytest.mark.parametrize("where", ["SPARK_CONF_DIR", "properties_file"])
+def test_the_deployments_redaction_pattern_is_merged_not_replaced(
+    where, tmp_path, monkeypatch, iceberg_connection, spark_connection
+):
+    """The operator's ``--conf spark.redaction.regex`` wins over the properties file spark-submit
+    loads, so it carries the deployment's own pattern too (a Java properties file: ``\\`` escapes)."""
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text("# the deployment's\nspark.redaction.regex = (?i)secret|vault\\\\.role\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path if where == "SPARK_CONF_DIR" else tmp_path / "none"))
+    conn_id = iceberg_connection("plain", extra={"catalog_type": "hadoop", **WAREHOUSE})
+    op = IcebergAppendOperator(
+        task_id="append",
+        table="db.t",
+        iceberg_conn_id=conn_id,
+        source_query="SELECT 1",
+        properties_file=str(defaults) if where == "properties_file" else None,
+    )
+    settings = op.catalog_settings()
+    spec = op.qualify_spec(op.build_spec().validated(), settings.catalog_names).validated()
+    op._configure_submit(settings, JobRequest(spec=spec, result_file="/tmp/r.json"), job_archive="/tmp/j.zip")
+    pattern = op.conf["spark.redaction.regex"]
+    assert pattern.startswith("(?:(?i)secret|vault\\.role)|"), pattern
+    assert "cr[e]dential" in pattern  # and the provider's own
