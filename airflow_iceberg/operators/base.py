@@ -331,6 +331,7 @@ def private_secret_file(workdir: str, values: Mapping[str, str], held: ExitStack
         return _write_private_json(workdir, "secret-conf.json", values)
     descriptor = os.memfd_create("airflow-iceberg-secret-conf", os.MFD_CLOEXEC)
     held.callback(os.close, descriptor)
+    os.fchmod(descriptor, 0o600)  # as a file's would be; /proc/<pid>/fd also needs this user
     data = json.dumps(dict(values)).encode("utf-8")
     while data:
         data = data[os.write(descriptor, data) :]
