@@ -279,8 +279,8 @@ def test_execute_returns_the_result_and_hands_secrets_over_in_a_private_file(jdb
     # In memory, never on disk (a SIGKILLed worker leaves nothing), and closed when execute ends.
     assert str(seen["secret_file"]).startswith(f"/proc/{os.getpid()}/fd/")
     assert seen["secret_file_target"].startswith("/memfd:airflow-iceberg-secret-conf")
-    closed = not seen["secret_file"].exists() or os.readlink(seen["secret_file"]) != seen["secret_file_target"]
-    assert closed
+    path, target = seen["secret_file"], seen["secret_file_target"]
+    assert not path.exists() or os.readlink(path) != target
     # not in this process's environment, which post_submit_commands and other children inherit
     # (the test's own AIRFLOW_CONN_* variable holds the connection, as a deployment's might)
     leaked = [k for k, v in seen["environ"].items() if "SENTINEL" in v and not k.startswith("AIRFLOW_CONN_")]
