@@ -18,10 +18,9 @@ Spark Connect has no per-client authorisation: any client may set any session se
 could therefore aim a catalog whose secrets the server holds at an endpoint of its own (another
 ``uri``, ``oauth2-server-uri``, ``s3.endpoint``, ``warehouse``), and the server's catalog would
 send its secret there. The operators cannot stop a hostile client, but they never do it
-themselves: for such a catalog a task sends no endpoint setting, and refuses to run unless each
-one it would have sent is the server's own where the server shows it
-(:func:`refuse_redirected_endpoints`). A
-deployment with clients it does not trust runs one server per trust domain, or puts an
+themselves: for such a catalog a task sends no endpoint setting, and refuses to run when one it
+would have sent differs from the value the server shows (:func:`refuse_redirected_endpoints`).
+A deployment with clients it does not trust runs one server per trust domain, or puts an
 authenticating proxy in front of it.
 
 The task cannot check that the server has a secret: Spark Connect answers a client's read of a

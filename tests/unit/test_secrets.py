@@ -9,6 +9,7 @@ where a user would, and checks it is refused, or found nowhere it must not be.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -161,18 +162,14 @@ def test_a_secret_property_without_a_password_like_word_is_refused_and_redacted(
     """Encryption keys, SAS entries keyed by container and cookies name no password, token or
     credential; they were neither refused in Catalog/Hadoop properties (which Airflow shows) nor
     redacted. One pattern now finds them for the refusal and for ``spark.redaction.regex``."""
-    from airflow_iceberg.catalog.spark_settings import REDACTION_REGEX
+    from airflow_iceberg.catalog.spark_settings import REDACTION_REGEX, spark_settings
 
     message = _refused({"catalog_type": "hadoop", **WAREHOUSE, field_name: {key: SENTINEL}})
     assert "looks like a secret" in message and "Secret properties" in message
-    import re
-
     assert re.search(REDACTION_REGEX, key), "Spark's redaction must match the key too"
     config = config_from_fields(
         extra={"catalog_type": "hadoop", **WAREHOUSE, "secret_properties": {key: SENTINEL}}
     )
-    from airflow_iceberg.catalog.spark_settings import spark_settings
-
     assert not [value for value in spark_settings(config).conf.values() if SENTINEL in value]
 
 
