@@ -15,7 +15,10 @@ from typing import Any
 
 from airflow_iceberg.catalog.secret_detection import (
     display_uri,
+    has_user_info,
     is_secret_property,
+    jdbc_password_problem,
+    looks_like_uri,
     shown_in_clear_message,
     split_jdbc_secrets,
     uri_secret_problem,
@@ -151,6 +154,13 @@ class CatalogConfig:
                 _check(PROPERTY_KEY_RE.match(key), name, f"key {key!r} is not a valid property name")
                 if name != "secret_properties":
                     _check(not is_secret_property(key), name, shown_in_clear_message(name, key))
+        for key in self.hadoop_properties:
+            _check(
+                not key.startswith(("hadoop.fs.", "hadoop.dfs.")),
+                "hadoop_properties",
+                f"key {key!r}: give Hadoop's own key, without the catalog's hadoop. prefix "
+                f"({key.removeprefix('hadoop.')!r}); every key here is set as it is given",
+            )
         for key in self.secret_properties:
             _check(
                 key not in self.catalog_properties,
@@ -222,6 +232,30 @@ class CatalogConfig:
         for name, location in (("host", self.uri), ("warehouse", self.warehouse)):
             problem = uri_secret_problem(location) if location else None
             _check(problem is None, name, str(problem))
+        if self.uri and self.uri.startswith("jdbc:"):
+            problem = jdbc_password_problem(self.uri)  # what split_jdbc_secrets could not take out
+            _check(problem is None, "host", str(problem))
+        for name, properties in (
+            ("catalog_properties", self.catalog_properties),
+            ("hadoop_properties", self.hadoop_properties),
+        ):
+            for key, value in properties.items():
+                problem = uri_secret_problem(value) if looks_like_uri(value) else None
+                _check(problem is None, name, f"key {key!r}: {problem}")
+        for name, jars in (
+            ("runtime_jar", (self.runtime_jar,) if self.runtime_jar else ()),
+            ("extra_jars", self.extra_jars),
+            ("extra_packages", self.extra_packages),
+        ):
+            for jar in jars:
+                _check(
+                    not has_user_info(jar),
+                    name,
+                    "a URL with user info (https://user:token@...) would be on spark-submit's command "
+                    "line and in Spark's UI, and Airflow shows this field in clear; give a local path, "
+                    "or a URL without credentials (a repository that needs them is configured in the "
+                    "cluster's Ivy or Maven settings: docs/cluster.md)",
+                )
         if not self.uri_secrets:
             return
         _check(

@@ -12,11 +12,19 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-#: A property whose name contains one of these words holds a credential.
-SECRET_PROPERTY_RE = re.compile(
-    r"(?i)passw(or)?d|passphrase|secret|token|credential|authorization|"
-    r"(access|private|account|api)[._-]?key"
+#: A property whose name contains one of these words holds a credential: passwords, tokens and
+#: keys, encryption keys (Iceberg's ``s3.sse.key``, S3A's ``fs.s3a.encryption.key``, GCS's
+#: ``fs.gs.encryption.key``), Azure SAS entries (``fs.azure.sas.<container>...``) and cookies
+#: (Iceberg REST's ``header.Cookie``). One pattern, both a Python and a Java regex: the refusal
+#: (:func:`is_secret_property`) and Spark's ``spark.redaction.regex`` (``spark_settings``) share it.
+#: Each bracketed letter matches itself; it keeps the literal word out of the pattern, so that
+#: SparkSubmitHook's log masking (which looks for such words in a command line) leaves it alone.
+SECRET_WORDS_PATTERN = (
+    r"(?i)pas[s]w(or)?d|pas[s]phrase|secr[e]t|tok[e]n|cr[e]dential|auth[o]rization|"
+    r"(access|private|account|api)[._-]?k[e]y|encrypt[i]on[._-]?k[e]y|ss[e][._-]c?[._-]?k[e]y|"
+    r"(\A|[._-])s[a]s([._-]|\Z)|c[o]okie"
 )
+SECRET_PROPERTY_RE = re.compile(SECRET_WORDS_PATTERN)
 #: ...unless its last word says it is a setting *about* a credential, not the credential itself:
 #: ``token-refresh-enabled``, ``token-expires-in-ms``, ``fs.s3a.aws.credentials.provider``,
 #: ``client.credentials-provider``, ``hadoop.security.credential.provider.path``.
@@ -27,6 +35,9 @@ ABOUT_A_SECRET_RE = re.compile(
 _URI_PARAMETER_RE = re.compile(r"[?&;:]([A-Za-z][A-Za-z0-9_.\-]*)=")
 #: Oracle's thin driver: ``jdbc:oracle:thin:user/password@host...``.
 _ORACLE_CREDENTIALS_RE = re.compile(r"^jdbc:oracle:[a-z0-9]+:[^@/]*/[^@]+@", re.IGNORECASE)
+#: A password named in a JDBC URL in any syntax: MySQL's ``(host=..,password=..)`` and
+#: ``address=(..)(password=..)``, Teradata's ``,PASSWORD=``, or whatever a driver accepts.
+_JDBC_PASSWORD_WORD_RE = re.compile(r"(?i)(?<![a-z0-9])(passw(or)?d|pwd)(?![a-z0-9])")
 
 
 def is_secret_property(key: str) -> bool:
@@ -41,7 +52,7 @@ def shown_in_clear_message(field_name: str, key: str) -> str:
     """
     from airflow_iceberg.get_provider_info import form_label  # the form's words live with the form
 
-    target = f"hadoop.{key}" if field_name == "hadoop_properties" and not key.startswith("hadoop.") else key
+    target = f"hadoop.{key}" if field_name == "hadoop_properties" else key
     return (
         f"key {key!r} looks like a secret, and Airflow shows {form_label(field_name)} in clear in the UI "
         "and REST API (it masks only some key names there, and none inside a JSON string); move it to "
@@ -56,11 +67,12 @@ def display_uri(uri: str) -> str:
     """A URI fit for a message: no user info and no parameters (either may carry a password).
 
     Everything from the first ``?``, ``;`` (SQL Server, H2) or ``#`` is dropped, and so is the user
-    info of each ``//user:password@`` authority and Oracle's ``user/password@``.
+    info of each ``//user:password@`` authority and Oracle's ``user/password@``, up to the *last*
+    ``@`` (as ``urlsplit`` and the drivers read it: a password may hold an unescaped ``@``).
     """
     text = re.split(r"[?;#]", uri, maxsplit=1)[0]
-    text = re.sub(r"//[^/@]*@", "//", text)
-    return re.sub(r"^(jdbc:oracle:[a-z0-9]+:)[^@]*@", r"\1@", text, flags=re.IGNORECASE)
+    text = re.sub(r"//[^/]*@", "//", text)  # to the last '@': a password may hold one, unescaped
+    return re.sub(r"^(jdbc:oracle:[a-z0-9]+:).*@", r"\1@", text, flags=re.IGNORECASE)
 
 
 def split_jdbc_secrets(url: str) -> tuple[str, dict[str, str]]:
@@ -102,13 +114,10 @@ def uri_secret_problem(uri: str) -> str | None:
     secret-looking ``name=value`` parameter would be shown in clear by Airflow and put on Spark's
     command line. The message names the part, never its value.
     """
-    for part in uri.split(","):  # a Hive URI may list several metastores
-        target = urllib.parse.urlsplit(part.strip().removeprefix("jdbc:"))
-        try:
-            has_password = bool(target.password)
-        except ValueError:  # a netloc Python cannot read; the driver decides
-            has_password = False
-        if has_password or _ORACLE_CREDENTIALS_RE.match(part.strip()):
+    # The whole URI first: a password may hold a comma. Then each part: a Hive URI may list
+    # several metastores.
+    for part in (uri, *uri.split(",")):
+        if has_user_info_password(part) or _ORACLE_CREDENTIALS_RE.match(part.strip()):
             return (
                 "the URI carries a password in its user info (user:password@); put the "
                 "password in the Password field (and the user in Login), which Airflow masks, and "
@@ -122,6 +131,46 @@ def uri_secret_problem(uri: str) -> str | None:
                 "masks, and remove it from the URI"
             )
     return None
+
+
+def has_user_info_password(uri: str) -> bool:
+    """Whether ``uri`` carries a password in its user info (``scheme://user:password@host``)."""
+    target = urllib.parse.urlsplit(uri.strip().removeprefix("jdbc:"))
+    try:
+        return bool(target.password)
+    except ValueError:  # a netloc Python cannot read; the driver decides
+        return False
+
+
+def has_user_info(uri: str) -> bool:
+    """Whether ``uri`` carries user info at all (``https://user@`` or ``https://user:token@``)."""
+    target = urllib.parse.urlsplit(uri.strip())
+    try:
+        return bool(target.username or target.password)
+    except ValueError:
+        return False
+
+
+def looks_like_uri(value: str) -> bool:
+    """Whether a property value is a URI that could carry user info or parameters."""
+    return "://" in value or value.strip().lower().startswith("jdbc:")
+
+
+def jdbc_password_problem(url: str) -> str | None:
+    """Why a JDBC URL, once its known secret parameters are out, still names a password, or ``None``.
+
+    ``split_jdbc_secrets`` knows ``?``/``&``/``;`` parameters; a driver's own syntax (MySQL's
+    key-value hosts, Teradata's comma-separated parameters) cannot be taken out safely, so it is
+    refused rather than sent on a command line and shown in the table's asset URI.
+    """
+    if not _JDBC_PASSWORD_WORD_RE.search(url):
+        return None
+    return (
+        "the JDBC URL names a password in a form that cannot be taken out of it safely "
+        "(such as MySQL's (host=..,password=..) or address=(..)(password=..), or Teradata's "
+        ",PASSWORD=); put the password in the Password field, which Airflow masks, and remove it "
+        "from the URL"
+    )
 
 
 def _split_semicolons(text: str) -> list[str]:

@@ -15,12 +15,15 @@ a Password that fills a harmless-looking property (``jdbc.pw``) matches no gener
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airflow_iceberg.catalog.config import CatalogConfig, field_error
-from airflow_iceberg.catalog.secret_detection import is_secret_property
+from airflow_iceberg.catalog.secret_detection import (
+    SECRET_PROPERTY_RE,
+    SECRET_WORDS_PATTERN,
+    is_secret_property,
+)
 from airflow_iceberg.exceptions import CatalogSettingsConflictError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -28,12 +31,11 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SESSION_CATALOG_CLASS = "org.apache.iceberg.spark.SparkSessionCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
 REDACTION_KEY = "spark.redaction.regex"
-#: Spark's default redaction pattern misses Iceberg REST's ``credential``; this one does not.
-#: The bracketed letters match themselves; they keep the literal words out of the pattern so
-#: that SparkSubmitHook's log masking does not mistake this setting for a secret and garble argv.
-REDACTION_REGEX = "(?i)secr[e]t|passw[o]rd|t[o]ken|access[.]key|cr[e]dential"
+#: Spark's default redaction pattern misses Iceberg REST's ``credential``, encryption keys, SAS
+#: entries...; this one is the very pattern that finds a secret property (``secret_detection``).
+REDACTION_REGEX = SECRET_WORDS_PATTERN
 #: What :data:`REDACTION_REGEX` matches, as a Python pattern (Spark's is a Java one).
-_REDACTED_WORDS_RE = re.compile(r"(?i)secret|password|token|access[.]key|credential")
+_REDACTED_WORDS_RE = SECRET_PROPERTY_RE
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,9 @@ def _credentials(config: CatalogConfig) -> dict[str, str]:
 
 
 def _hadoop_prefixed(properties: dict[str, str]) -> dict[str, str]:
-    return {
-        (key if key.startswith("hadoop.") else f"hadoop.{key}"): value for key, value in properties.items()
-    }
+    """Hadoop keys as catalog properties: Iceberg strips ``hadoop.`` again, so every key gets it,
+    Hadoop's own ``hadoop.*`` keys (``hadoop.rpc.protection``) included."""
+    return {f"hadoop.{key}": value for key, value in properties.items()}
 
 
 def _bool_text(value: bool | None) -> str | None:

@@ -15,6 +15,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from airflow_iceberg.catalog.spark_settings import (
     merge_csv,
     redaction_regex,
 )
-from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
@@ -40,7 +41,8 @@ from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
-from airflow_iceberg.operators.spark_submit_env import with_clean_environment
+from airflow_iceberg.operators.spark_defaults import deployment_property
+from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -145,7 +147,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
             refuse_per_session_secrets(catalogs, settings, self.conf)
-        with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir:
+        with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
                 spec=spec,
@@ -156,10 +158,11 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 # Over Spark Connect the secrets go straight from memory to the session.
                 secret_conf_file=None
                 if over_connect
-                else _write_private_json(workdir, "secret-conf.json", settings.secret_conf),
+                else private_secret_file(workdir, settings.secret_conf, held),
             )
             if over_connect:
-                self._run_over_connect(spec, settings, request, self._try_numbers(context))
+                held = [name for name, config in configs.items() if config.connect_server_credentials]
+                self._run_over_connect(spec, settings, request, self._try_numbers(context), held)
             else:
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 try:
@@ -178,15 +181,22 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         return result
 
     def _run_over_connect(
-        self, spec: JobSpec, settings: SparkSettings, request: JobRequest, tries: TryNumbers | None
+        self,
+        spec: JobSpec,
+        settings: SparkSettings,
+        request: JobRequest,
+        tries: TryNumbers | None,
+        server_credential_catalogs: Sequence[str] = (),
     ) -> None:
         """Run the job in a Spark Connect session from this process (no spark-submit)."""
         from airflow_iceberg.jobs.iceberg_job import describe_error
 
-        job = ConnectJob(self._conn_id, self.log)
+        job = ConnectJob(self._conn_id, self.log, server_credential_catalogs)
         self._connect_job = job
         try:
             code = job.run(settings, request, self.conf, tries)
+        except InvalidCatalogConfigError:
+            raise  # refused in the session, before the task set anything: the refusal says why
         except Exception as error:
             if job.killed:
                 raise IcebergJobError(
@@ -268,7 +278,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         The user's own ``conf`` wins over the connection's, except ``spark.sql.extensions``,
         which is merged so that other extensions (Delta, Sedona ...) keep working, and
         ``spark.redaction.regex``, which is merged so that it still hides every catalog secret
-        (the user's pattern, or the secret keys, alone would leave some in clear). The table's
+        (the user's pattern, or the secret keys, alone would leave some in clear), and what the
+        deployment's own properties file redacts (a ``--conf`` replaces its pattern; see
+        :mod:`.spark_defaults`). The table's
         catalog becomes ``spark.sql.defaultCatalog``, so queries can name tables as ``db.table``.
         ``job_archive`` (the job package as a zip) joins the user's ``py_files``.
         """
@@ -276,7 +288,10 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         # Unqualified names in source queries resolve in the table's own catalog.
         conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0], **user_conf}
         conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
-        conf[REDACTION_KEY] = redaction_regex(settings.secret_conf, user_conf.get(REDACTION_KEY))
+        deployment = deployment_property(
+            REDACTION_KEY, self.properties_file, spark_submit_environment(os.environ, self.env_vars)
+        )
+        conf[REDACTION_KEY] = redaction_regex(settings.secret_conf, deployment, user_conf.get(REDACTION_KEY))
         self.conf = conf
         self.jars = merge_csv(self.jars, *settings.jars) or None
         self.packages = merge_csv(self.packages, *settings.packages) or None
@@ -297,6 +312,30 @@ def _airflow_identity(context: Context) -> dict[str, str]:
         "airflow.map-index": str(getattr(ti, "map_index", -1)),
         "airflow.try-number": str(getattr(ti, "try_number", 0)),
     }
+
+
+def private_secret_file(workdir: str, values: Mapping[str, str], held: ExitStack) -> str | None:
+    """The path of a file holding the catalog secrets, which dies with this process where it can.
+
+    On Linux the secrets are in memory (``memfd_create``), reached by the driver as
+    ``/proc/<this process>/fd/<n>``, which only processes of this user can open, and only while
+    this process lives: a worker killed with SIGKILL (the OOM killer, a node drain) leaves
+    nothing on disk, where a file would outlive it, readable by every later task of the user.
+    The descriptor is closed when ``held`` closes (the task's ``execute`` ends). Elsewhere it is
+    :func:`_write_private_json`'s file in the task's private directory.
+    """
+    if not values:
+        return None
+    proc_fds = f"/proc/{os.getpid()}/fd"
+    if not (hasattr(os, "memfd_create") and os.path.isdir(proc_fds)):
+        return _write_private_json(workdir, "secret-conf.json", values)
+    descriptor = os.memfd_create("airflow-iceberg-secret-conf", os.MFD_CLOEXEC)
+    held.callback(os.close, descriptor)
+    os.fchmod(descriptor, 0o600)  # as a file's would be; /proc/<pid>/fd also needs this user
+    data = json.dumps(dict(values)).encode("utf-8")
+    while data:
+        data = data[os.write(descriptor, data) :]
+    return f"{proc_fds}/{descriptor}"
 
 
 def _write_private_json(workdir: str, name: str, values: Mapping[str, str]) -> str | None:

@@ -17,12 +17,17 @@ each task gets its connection's catalogs. Their secrets are the server's, never 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.spark_settings import EXTENSIONS_KEY, ICEBERG_EXTENSIONS, SparkSettings
 from airflow_iceberg.jobs.connect import is_committing
-from airflow_iceberg.operators.connect_secrets import check_server_secrets, user_secret_keys
+from airflow_iceberg.operators.connect_secrets import (
+    check_server_secrets,
+    refuse_redirected_endpoints,
+    server_held_endpoints,
+    user_secret_keys,
+)
 from airflow_iceberg.operators.connect_tries import (
     DEFAULT_USER_ID,
     CommitKeys,
@@ -56,6 +61,33 @@ def is_spark_connect(conn_id: str) -> bool:
     from airflow.providers.common.compat.sdk import BaseHook
 
     return BaseHook.get_connection(conn_id).conn_type == SPARK_CONNECT_CONN_TYPE
+
+
+def connection_url(conn_id: str) -> str:
+    """The server's ``sc://`` URL, built only from a connection with a Host; its token is masked.
+
+    pyspark refuses a URL without a host by quoting the whole URL, token included, and the
+    provider percent-encodes the token into it (``==`` becomes ``%3D%3D``), a form Airflow's
+    masker, which knows the Password as typed, would not hide. So an empty Host is refused here,
+    quoting nothing, and the encoded token is registered with the masker too.
+    """
+    from urllib.parse import quote
+
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.providers.common.compat.sdk import BaseHook, mask_secret
+
+    from airflow_iceberg.exceptions import IcebergJobError
+
+    connection = BaseHook.get_connection(conn_id)
+    if connection.password:
+        mask_secret(quote(connection.password))
+    host = (connection.host or "").strip().removeprefix("sc://")
+    if not host.split("/")[0].split(":")[0]:
+        raise IcebergJobError(
+            f"Spark Connect connection {conn_id!r}: Host is empty; set it to the Spark Connect "
+            "server's host name (server or sc://server), and Port to its port (15002 by default)"
+        )
+    return with_user_id(SparkConnectHook(conn_id=conn_id).get_connection_url(), connection.login)
 
 
 def with_user_id(url: str, login: str | None) -> str:
@@ -117,11 +149,16 @@ class ConnectJob:
 
     :param conn_id: The ``spark_connect`` connection of the server.
     :param log: The operator's logger (never given a secret or the connection URL, which holds the token).
+    :param server_credential_catalogs: The catalogs whose secrets the server holds
+        (``connect_server_credentials``): their endpoints must be the server's own.
     """
 
-    def __init__(self, conn_id: str, log: logging.Logger) -> None:
+    def __init__(
+        self, conn_id: str, log: logging.Logger, server_credential_catalogs: Iterable[str] = ()
+    ) -> None:
         self.conn_id = conn_id
         self.log = log
+        self.server_credential_catalogs = tuple(server_credential_catalogs)
         #: Every operation of the task carries this tag; ``interrupt`` cancels them by it.
         self.tag = f"airflow-iceberg-{uuid.uuid4().hex}"
         self._session: Any = None
@@ -146,11 +183,10 @@ class ConnectJob:
         :param tries: This try and the first try of its commit id; None (or a request that does not
             reuse commits) skips the settling, and the ids are random.
         """
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
         from airflow.providers.common.compat.sdk import BaseHook
 
         connection = BaseHook.get_connection(self.conn_id)
-        url = with_user_id(SparkConnectHook(conn_id=self.conn_id).get_connection_url(), connection.login)
+        url = connection_url(self.conn_id)
         self._remote = RemoteOperations(url)
         try:
             if self.killed:  # killed before ``interrupt`` could stop the settling
@@ -200,7 +236,10 @@ class ConnectJob:
             # Progress reports are responses a reattaching retry would have to skip one by one.
             spark.conf.set(PROGRESS_INTERVAL_KEY, "-1")
             check_server_secrets(spark, settings.secret_conf, self.log)
-            self._configure(spark, session_settings(settings, user_conf))
+            conf = session_settings(settings, user_conf)
+            endpoints = server_held_endpoints(self.server_credential_catalogs, conf)
+            refuse_redirected_endpoints(spark, conf, endpoints, self.log)  # the server's own: not sent
+            self._configure(spark, {key: value for key, value in conf.items() if key not in endpoints})
             self._check_extensions(spark)
             code = run_job(spark, request)
             finished = code == 0

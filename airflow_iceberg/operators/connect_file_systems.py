@@ -63,7 +63,7 @@ def _file_system_settings(config: CatalogConfig) -> list[str]:
     found = [
         f"hadoop_properties {key!r}"
         for key in config.hadoop_properties
-        if _is_file_system_property(key.removeprefix("hadoop."))
+        if _is_file_system_property(key)
     ]
     for field_name, properties in (
         ("catalog_properties", config.catalog_properties),
@@ -83,7 +83,14 @@ def _file_system_settings(config: CatalogConfig) -> list[str]:
 
 
 def _is_file_system_conf(key: str) -> bool:
-    """``spark.hadoop.fs.*`` or ``spark.sql.catalog.<name>.hadoop.fs.*`` (and ``dfs.*``)."""
+    """``spark.hadoop.fs.*``, ``spark.sql.catalog.<name>.hadoop.fs.*``, or a bare ``fs.*`` (and ``dfs.*``).
+
+    A bare key counts too: Spark copies every session setting into the Hadoop Configuration it
+    makes for a catalog (``SessionState.newHadoopConf``), so ``fs.s3a.endpoint`` set on a session
+    reaches the server-wide file system cache exactly like ``spark.hadoop.fs.s3a.endpoint``.
+    """
+    if _is_file_system_property(key):
+        return True
     if key.startswith("spark.hadoop."):
         return _is_file_system_property(key.removeprefix("spark.hadoop."))
     parts = key.split(".", 4)  # spark, sql, catalog, <name>, <catalog property>

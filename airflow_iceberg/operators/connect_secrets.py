@@ -13,6 +13,16 @@ from SparkConf, where Spark redacts them. A connection says so with ``connect_se
 its task then sends only the other settings. Without it, a task whose connections hold secrets
 (or whose ``conf`` has a secret-looking key) is refused before a session opens.
 
+The server is the trust boundary. Every client of a server can use the server's catalogs, and
+Spark Connect has no per-client authorisation: any client may set any session setting. A task
+could therefore aim a catalog whose secrets the server holds at an endpoint of its own (another
+``uri``, ``oauth2-server-uri``, ``s3.endpoint``, ``warehouse``), and the server's catalog would
+send its secret there. The operators cannot stop a hostile client, but they never do it
+themselves: for such a catalog a task sends no endpoint setting, and refuses to run when one it
+would have sent differs from the value the server shows (:func:`refuse_redirected_endpoints`).
+A deployment with clients it does not trust runs one server per trust domain, or puts an
+authenticating proxy in front of it.
+
 The task cannot check that the server has a secret: Spark Connect answers a client's read of a
 setting that ``spark.redaction.regex`` matches as if it were unset. What it can see is a secret
 the server has *without* redacting it (its UI and event log show it too), and that it refuses.
@@ -20,6 +30,7 @@ the server has *without* redacting it (its UI and event log show it too), and th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +49,58 @@ WHY = (
     "log (it copies session settings into every job's properties) and hand it to every listener on "
     "the server"
 )
+
+
+#: A catalog property that says where the catalog connects (and so where its secrets go).
+ENDPOINT_PROPERTY_RE = re.compile(r"(?i)(\A|[._-])(uri|url|endpoint|warehouse|host|proxy)s?([._-]|\Z)")
+
+
+def server_held_endpoints(catalog_names: Iterable[str], conf: Iterable[str]) -> list[str]:
+    """The keys in ``conf`` that say where a catalog whose secrets the server holds connects.
+
+    :param catalog_names: The catalogs with ``connect_server_credentials`` on.
+    :param conf: The settings the task would set on its session.
+    """
+    prefixes = [f"spark.sql.catalog.{name}." for name in catalog_names]
+    return sorted(
+        key
+        for key in conf
+        for prefix in prefixes
+        if key.startswith(prefix) and ENDPOINT_PROPERTY_RE.search(key.removeprefix(prefix))
+    )
+
+
+def refuse_redirected_endpoints(
+    spark: Any, conf: Mapping[str, str], keys: Iterable[str], log: logging.Logger
+) -> None:
+    """Refuse, before the task sets anything, an endpoint setting that is not the server's own.
+
+    The task sends none of ``keys``: a catalog whose secrets the server holds connects where the
+    server says. Each is read from the fresh session, which holds only the server's settings: a
+    value that differs from the task's is refused (the connection is wrong, or aims elsewhere).
+    A value the server does not show (unset, or hidden by its ``spark.redaction.regex``, which
+    matches values too: an OAuth2 ``.../tokens`` endpoint under Spark's default pattern) cannot
+    be compared; it is still not sent, so the server's own value, or none, applies. No value is
+    quoted.
+    """
+    keys = sorted(keys)
+    server = {key: spark.conf.get(key, None) for key in keys}
+    differ = [key for key in keys if server[key] is not None and server[key] != conf[key]]
+    if differ:
+        raise InvalidCatalogConfigError(
+            f"Spark Connect: the task would set {', '.join(differ)}, which the server defines otherwise, "
+            "for a catalog whose secrets the server holds (connect_server_credentials): the server's "
+            "secret would go to the endpoint the task names. Give the connection the server's value "
+            "(or none), or turn off connect_server_credentials and run the task with a 'spark' "
+            f"connection; see {DOCS}"
+        )
+    unseen = [key for key in keys if server[key] is None]
+    if unseen:
+        log.info(
+            "Spark Connect: the server holds the secrets of %s, so the task does not send them; the "
+            "server shows no value for them (unset, or redacted), so its own apply, if it has any",
+            ", ".join(unseen),
+        )
 
 
 def user_secret_keys(user_conf: Iterable[str] | None) -> list[str]:

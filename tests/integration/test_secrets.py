@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -236,3 +237,126 @@ def test_a_wrong_password_in_the_jdbc_url_is_in_no_error_or_log(url_password_cat
     output = capfd.readouterr()
     for text in (str(failed.value), output.out, output.err, caplog.text, *sampler.command_lines):
         assert wrong not in text
+
+
+# ------------------------------------------------------------- the deployment's own secrets and pattern
+
+#: A secret of the deployment's, in its spark-defaults.conf, which its own pattern redacts.
+DEPLOYMENT_SECRET = "SENTINEL-DEPLOY-41c9"
+DEPLOYMENT_KEY = "spark.executorEnv.CORP_VAULT_ROLE"  # a name no generic pattern knows
+#: The deployment's pattern: it redacts "vault", which the provider's pattern does not.
+DEPLOYMENT_PATTERN = r"(?i)secret|password|token|access[.]?key|vault"
+#: A catalog's SSE-C key, in Secret properties (Hadoop properties refuse a secret-looking key).
+CATALOG_SECRET = "SENTINEL-CATALOG-8d02"
+
+
+@pytest.fixture(scope="module")
+def deployment_run(tmp_path_factory):
+    """One real create-table run whose spark-defaults.conf holds a secret and its redaction pattern."""
+    from airflow_iceberg.operators import IcebergCreateTableOperator
+    from tests.integration.catalog_connections import hadoop_connection
+
+    root = tmp_path_factory.mktemp("deployment-secrets")
+    event_log = root / "event-log"
+    conf_dir = spark_conf_dir_with_event_log(root, event_log)
+    with (conf_dir / "spark-defaults.conf").open("a") as defaults:
+        defaults.write(
+            f"spark.redaction.regex  {DEPLOYMENT_PATTERN}\n{DEPLOYMENT_KEY}  {DEPLOYMENT_SECRET}\n"
+        )
+    connection = hadoop_connection(root / "warehouse", "lake")
+    connection["extra"]["secret_properties"] = {"hadoop.fs.s3a.encryption.key": CATALOG_SECRET}
+    environment = {
+        "SPARK_CONF_DIR": str(conf_dir),
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(connection),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environment.items():
+            patch.setenv(key, value)
+        create = IcebergCreateTableOperator(task_id="create", table="db.t", source_query="SELECT 1 AS id")
+        with CommandLineSampler() as sampler:
+            result = execute(create)
+    assert result["added_records"] == 1
+    return {"event_log": event_log_text(event_log), "sampler": sampler}
+
+
+def test_the_deployments_own_redaction_pattern_still_hides_its_secret(deployment_run):
+    """The operator's ``--conf spark.redaction.regex`` wins over spark-defaults.conf; it merges the
+    deployment's pattern in, so the deployment's own secret stays redacted in the event log."""
+    event_log = deployment_run["event_log"]
+    assert DEPLOYMENT_KEY in event_log, "the event log must hold the environment update"
+    assert DEPLOYMENT_SECRET not in event_log
+
+
+def test_an_encryption_key_in_secret_properties_is_in_no_command_line_nor_the_event_log(deployment_run):
+    """An S3A SSE-C key (a name the secret detection now knows): never ``--conf``, redacted by Spark."""
+    assert deployment_run["sampler"].matching(SPARK_SUBMIT_JVM)
+    assert deployment_run["sampler"].matching(CATALOG_SECRET) == []
+    assert CATALOG_SECRET not in deployment_run["event_log"]
+
+
+#: Run an operator's execute() in a child process, as a worker's task process does.
+_WORKER = """
+import sys
+sys.path.insert(0, {repo!r})
+from airflow_iceberg.operators import IcebergCreateTableOperator
+from tests.integration.in_process import execute
+execute(IcebergCreateTableOperator(task_id="create", table="db.t",
+        source_query="SELECT id FROM range(100000000) WHERE id % 7 = 100"))
+"""
+
+
+def test_a_sigkilled_worker_leaves_no_catalog_secret_on_disk(tmp_path):
+    """The catalog secrets reach the driver through ``/proc/<worker>/fd/<n>``, a file in memory
+    that dies with the worker: a worker killed with SIGKILL (the OOM killer, a node drain) while
+    spark-submit runs leaves no file with the catalog's Password in its temp directory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.airflow_runner import REPO
+    from tests.integration.catalog_connections import hadoop_connection
+
+    password = "SENTINEL-KILLED-PW-7f31"
+    temp = tmp_path / "worker-tmp"
+    temp.mkdir()
+    connection = hadoop_connection(tmp_path / "warehouse", "lake")
+    connection["password"] = password
+    connection["extra"]["pass_property"] = "jdbc.pw"  # a harmless property the hadoop catalog ignores
+    env = {
+        **os.environ,
+        "TMPDIR": str(temp),
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(connection),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER.format(repo=str(REPO))],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with CommandLineSampler() as sampler:
+            deadline = time.monotonic() + 180
+            # The PySpark driver runs (not only spark-submit's script and JVM, which name it too).
+            while not [
+                line  # this worker's driver: its arguments name this test's temp directory
+                for line in sampler.matching(str(temp))
+                if DRIVER in line and not re.search("spark-submit|SparkSubmit", line)
+            ]:
+                assert worker.poll() is None, "the worker ended before its driver started"
+                assert time.monotonic() < deadline, "the worker's driver never started"
+                time.sleep(0.5)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker, spark-submit and its JVM together
+        worker.wait(30)
+    left = [
+        path for path in temp.rglob("*") if path.is_file() and password in path.read_text(errors="replace")
+    ]
+    try:
+        assert left == [], f"the catalog's password is still on disk in {left}"
+    finally:
+        for path in temp.glob("airflow-iceberg-*"):
+            subprocess.run(["rm", "-rf", str(path)], check=False)

@@ -31,8 +31,7 @@ from tests.integration.event_logs import shows_redacted
 from tests.integration.in_process import execute
 from tests.integration.process_sampler import CommandLineSampler
 from tests.jobs.helpers import Lake, values_query, write_spec
-from tests.servers import SeaweedRestCatalog
-from tests.servers.connect_catalog_secrets import DEMO_SECRETS, REST_SECRET_KEY
+from tests.servers.connect_catalog_secrets import DEMO_SECRETS
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
@@ -490,9 +489,12 @@ def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_co
 
 
 @pytest.fixture(scope="module")
-def daily_orders_over_connect(airflow_runner, spark_connect_server, tmp_path_factory):
-    """The example DAG in Connect mode, with sentinel secrets in its catalog connection."""
-    warehouse = tmp_path_factory.mktemp("connect-warehouse")
+def daily_orders_over_connect(airflow_runner, spark_connect_server):
+    """The example DAG in Connect mode, with sentinel secrets in its catalog connection.
+
+    Its secrets are the server's, so is its warehouse: a server-held catalog connects only where the
+    server says."""
+    warehouse = spark_connect_server.demo_warehouse
     catalog = hadoop_catalog_connection(warehouse)
     catalog["password"] = DEMO_SECRETS["jdbc.pw"]
     catalog["extra"].update(
@@ -583,11 +585,11 @@ def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_se
 
 
 @pytest.fixture
-def own_rest_catalog(tmp_path):
-    """A REST catalog of this test's own: the spark-submit story runs (``test_story_dags.py``) may
-    share this xdist worker's session catalog, and the DAGs create the same tables."""
-    with SeaweedRestCatalog(tmp_path / "seaweedfs", secret_key=REST_SECRET_KEY) as server:
-        yield server  # its secrets are the Connect server's (tests/servers/connect_catalog_secrets.py)
+def own_rest_catalog(connect_rest_catalog):
+    """The REST catalog whose secrets and endpoints the Connect server holds (tests/servers/fixtures.py):
+    a server-held catalog connects only where the server says. The spark-submit story runs
+    (``test_story_dags.py``) use a REST catalog of their own, so the DAGs' tables do not meet."""
+    return connect_rest_catalog
 
 
 def test_the_story_dags_over_connect_in_one_airflow_process(
@@ -950,3 +952,67 @@ def test_a_session_the_server_drops_under_a_running_task_fails_it_saying_what_ha
     assert "(INVALID_HANDLE.SESSION_CLOSED)" in message and "Retrying is safe" in message
     assert ids.session_id not in message and ids.operation_id not in message
     assert lake.state("demo.db.events") == before
+
+
+class _RecordingEndpoint:
+    """An HTTP endpoint on loopback that records every request (a stand-in for anyone's)."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        requests = self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                requests.append(
+                    f"{self.command} {self.path} {self.headers}{self.rfile.read(length).decode()}"
+                )
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error": "invalid_client"}')
+
+            do_GET = do_POST = _record
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/catalog"
+
+    def __enter__(self) -> _RecordingEndpoint:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_task_cannot_point_a_server_held_catalog_at_another_endpoint(spark_connect_server, monkeypatch):
+    """The server holds catalog ``rest``'s OAuth2 client secret; a connection naming ``rest`` with
+    another ``uri`` (``connect_server_credentials`` on) would make the server's catalog post
+    ``client_secret=<it>`` there. The task is refused, in its fresh session, before it sets
+    anything: the endpoint is never called. (A hostile client that is not these operators can
+    still do it: the server is the trust boundary, docs/spark-connect.md.)"""
+    from airflow_iceberg.operators import IcebergAppendOperator
+
+    with _RecordingEndpoint() as elsewhere:
+        connection = {
+            "conn_type": "iceberg_catalog",
+            "host": elsewhere.uri,
+            "extra": {"catalog_name": "rest", "catalog_type": "rest", "connect_server_credentials": True},
+        }
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(spark_connect_server.connection()))
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(connection))
+        append = IcebergAppendOperator(task_id="append", table="db.t", source_query="SELECT 1 AS id")
+        with pytest.raises(InvalidCatalogConfigError) as refused:
+            execute(append)
+    assert "spark.sql.catalog.rest.uri, which the server defines otherwise" in str(refused.value)
+    assert elsewhere.uri not in str(refused.value)
+    assert elsewhere.requests == []

@@ -14,9 +14,16 @@ of the test catalogs that have any:
   (:data:`WRONG_S3_SECRET`), for the test that S3's 403 is named as the root cause.
 
 ``spark.redaction.regex`` covers every key, ``jdbc.pw`` included, as the docs tell operators to do.
+
+A catalog whose secrets the server holds connects where the server says: the server also defines
+its endpoints (``uri``, ``oauth2-server-uri``, ``s3.endpoint``, ``warehouse``), which a task's
+connection must repeat exactly (``operators/connect_secrets.py``). So the server starts with the
+REST catalog (:func:`server_conf`'s ``rest``) and ``demo``'s warehouse already known.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 #: What the connections of catalog ``demo`` carry, by catalog property.
 DEMO_SECRETS = {
@@ -32,14 +39,23 @@ WRONG_S3_SECRET = "WRONG-S3-SECRET"
 REDACTION_REGEX = r"(?i)secret|password|token|access[.-]key|credential|jdbc[.]pw"
 
 
-def server_conf() -> dict[str, str]:
-    """The server's own catalog secrets and the redaction pattern that hides them."""
+def server_conf(rest_catalog: Any, demo_warehouse: str) -> dict[str, str]:
+    """The server's own catalog secrets and endpoints, and the redaction pattern that hides the secrets.
+
+    :param rest_catalog: The REST catalog (``SeaweedRestCatalog``) of ``rest`` and ``rest_wrong_s3``.
+    :param demo_warehouse: Catalog ``demo``'s warehouse URI.
+    """
     rest = {
         "credential": f"{REST_ACCESS_KEY}:{REST_SECRET_KEY}",
         "s3.access-key-id": REST_ACCESS_KEY,
         "s3.secret-access-key": REST_SECRET_KEY,
+        "uri": rest_catalog.uri,
+        "warehouse": rest_catalog.warehouse,
+        "oauth2-server-uri": rest_catalog.oauth2_server_uri,
+        "s3.endpoint": rest_catalog.s3_endpoint,
     }
-    conf = {f"spark.sql.catalog.demo.{key}": value for key, value in DEMO_SECRETS.items()}
+    demo = {**DEMO_SECRETS, "warehouse": demo_warehouse}
+    conf = {f"spark.sql.catalog.demo.{key}": value for key, value in demo.items()}
     conf.update({f"spark.sql.catalog.rest.{key}": value for key, value in rest.items()})
     wrong_s3 = {**rest, "s3.secret-access-key": WRONG_S3_SECRET}
     conf.update({f"spark.sql.catalog.rest_wrong_s3.{key}": value for key, value in wrong_s3.items()})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .connect_catalog_secrets import server_conf
+from .connect_catalog_secrets import REST_SECRET_KEY, server_conf
 from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .postgres import PostgresServer
@@ -116,14 +116,28 @@ S3A_ON_HADOOP_34 = {
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+def connect_rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedRestCatalog]:
+    """The REST catalog whose OAuth2 and S3 secrets, and endpoints, the Spark Connect server holds."""
+    with SeaweedRestCatalog(
+        tmp_path_factory.mktemp("connect-seaweedfs"), secret_key=REST_SECRET_KEY
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(
+    tmp_path_factory: pytest.TempPathFactory, connect_rest_catalog: SeaweedRestCatalog
+) -> Iterator[SparkConnectServer]:
     """A Spark Connect server (Spark 4.0, Iceberg runtime, AWS bundle, S3A) on 127.0.0.1, for the session.
 
     It starts with the test catalogs' secrets (:mod:`.connect_catalog_secrets`) and writes an event
     log, in which the tests look for them. S3A's keys are never set on the server: tests give them
     per session, as a task would (and the operators refuse that). Put every test that uses it in
-    one file: ``pytest -n 2 --dist loadfile`` then starts it once.
+    one file: ``pytest -n 2 --dist loadfile`` then starts it once. It holds the endpoints of the
+    catalogs whose secrets it holds too: :func:`connect_rest_catalog`'s, and catalog ``demo``'s
+    warehouse, ``demo_warehouse`` (an attribute of the server).
     """
+    demo_warehouse = tmp_path_factory.mktemp("connect-demo-warehouse")
     bundle = REPO_ROOT / ".cache/jars/iceberg-aws-bundle-1.10.1.jar"
     extra = (bundle,) if bundle.is_file() else ()
     s3a = tuple(REPO_ROOT / jar for jar in S3A_JARS)
@@ -132,7 +146,11 @@ def spark_connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         tmp_path_factory.mktemp("spark-connect"),
         extra_jars=extra,
         driver_class_path=s3a,
-        conf={**server_conf(), **(S3A_ON_HADOOP_34 if s3a else {})},
+        conf={
+            **server_conf(connect_rest_catalog, f"file://{demo_warehouse}"),
+            **(S3A_ON_HADOOP_34 if s3a else {}),
+        },
         event_log=True,
     ) as server:
+        server.demo_warehouse = demo_warehouse
         yield server

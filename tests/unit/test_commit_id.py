@@ -73,3 +73,26 @@ def test_a_run_deleted_and_created_again_gets_new_ids(commit_id):
     ti = TaskInstance()
     again = DagRun(start_date=datetime(2024, 1, 9, 12, 0, tzinfo=timezone.utc))
     assert commit_id(ti, again) != commit_id(ti, DagRun())
+
+
+def test_limit_a_dag_edit_to_retries_between_two_tries_changes_the_commit_id():
+    """A documented limit (docs/guarantees.md, exactly-once conditions: "the task's ``retries``
+    unchanged in between"). The first try is ``ti.max_tries - retries + 1``; Airflow stores
+    ``max_tries`` when the task instance is created or cleared and never refreshes it from the
+    DAG, while ``retries`` is the DAG file as parsed for this try. Raise ``retries`` from 1 to 3
+    while try 1 runs, and try 2 computes another commit id: it neither finds try 1's commit nor,
+    over Spark Connect, settles its write."""
+    from types import SimpleNamespace
+
+    import pendulum
+
+    started = SimpleNamespace(start_date=pendulum.datetime(2026, 12, 1, tz="UTC"))
+
+    def commit_id(retries: int, try_number: int) -> str:
+        op = IcebergAppendOperator(task_id="load", table="db.t", source_query="SELECT 1", retries=retries)
+        ti = SimpleNamespace(dag_id="sales", task_id="load", run_id="r", map_index=-1, try_number=try_number)
+        ti.max_tries = 1  # queued with retries=1
+        return op._commit_id({"ti": ti, "dag_run": started})
+
+    assert commit_id(retries=1, try_number=2) == commit_id(retries=1, try_number=1)
+    assert commit_id(retries=3, try_number=2) != commit_id(retries=1, try_number=1)  # the limit

@@ -151,8 +151,11 @@ class FakeSession:
         self.is_stopped = True
 
 
-def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
-    """``ConnectJob.run`` against a fake server; returns the session and whether the job ran."""
+def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None, held=()):
+    """``ConnectJob.run`` against a fake server; returns the session and whether the job ran.
+
+    ``held``: the catalogs whose secrets the server holds (``connect_server_credentials``).
+    """
     from pyspark.sql.connect.session import SparkSession
 
     session = FakeSession(server_conf)
@@ -161,7 +164,7 @@ def _run_connect_job(monkeypatch, server_conf, settings, user_conf=None):
     monkeypatch.setattr(SparkSession, "Builder", lambda: builder)
     ran = mock.Mock(return_value=0)
     monkeypatch.setattr("airflow_iceberg.jobs.iceberg_job.run_job", ran)
-    job = ConnectJob("spark_default", mock.Mock())
+    job = ConnectJob("spark_default", mock.Mock(), held)
     try:
         job.run(settings, JobRequest(spec=mock.Mock(), result_file="/tmp/r.json"), user_conf)
     finally:
@@ -219,6 +222,70 @@ def test_a_per_session_secret_is_refused_before_any_session_opens(
         append.execute({})
     run.assert_not_called()
     assert "SENTINEL" not in str(refused.value) and "spark-submit mode" in str(refused.value)
+
+
+ENDPOINT_SETTINGS = SparkSettings(
+    conf={
+        "spark.sql.catalog.rest": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.rest.type": "rest",
+        "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+        "spark.sql.catalog.rest.warehouse": "s3://lake",
+    },
+    catalog_names=("rest",),
+)
+
+
+@pytest.mark.parametrize(
+    ("server_conf", "user_conf", "refused_keys"),
+    [
+        (  # another uri than the server's
+            {
+                "spark.sql.catalog.rest.uri": "https://the-servers.example/",
+                "spark.sql.catalog.rest.warehouse": "s3://lake",
+            },
+            None,
+            "spark.sql.catalog.rest.uri",
+        ),
+        (  # the operator's conf names another token endpoint
+            {
+                "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+                "spark.sql.catalog.rest.warehouse": "s3://lake",
+                "spark.sql.catalog.rest.oauth2-server-uri": "https://rest.example/catalog/v1/oauth/tokens",
+                "spark.sql.catalog.rest.s3.endpoint": "https://s3.example",
+            },
+            {
+                "spark.sql.catalog.rest.oauth2-server-uri": "https://elsewhere/token",
+                "spark.sql.catalog.rest.s3.endpoint": "x",
+            },
+            "spark.sql.catalog.rest.oauth2-server-uri, spark.sql.catalog.rest.s3.endpoint",
+        ),
+    ],
+    ids=["another-uri", "conf-endpoints"],
+)
+def test_a_server_held_catalog_is_never_pointed_elsewhere(
+    connect_connections, monkeypatch, server_conf, user_conf, refused_keys
+):
+    """The server holds catalog ``rest``'s secret: an endpoint that is not exactly the server's is
+    refused before the task sets anything or runs, and names the keys, never a value."""
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        _run_connect_job(monkeypatch, server_conf, ENDPOINT_SETTINGS, user_conf, held=("rest",))
+    assert f"the task would set {refused_keys}, which the server defines otherwise" in str(refused.value)
+    assert "elsewhere" not in str(refused.value) and "example" not in str(refused.value)
+
+
+@pytest.mark.parametrize("shown", [True, False], ids=["shown", "unset-or-redacted"])
+def test_a_server_held_catalogs_endpoints_are_the_servers_and_never_sent(
+    connect_connections, monkeypatch, shown
+):
+    """Identical to the server's, or not shown by it (unset, or redacted by value): never sent."""
+    server = {
+        "spark.sql.catalog.rest.uri": "https://rest.example/catalog",
+        "spark.sql.catalog.rest.warehouse": "s3://lake",
+    }
+    session, ran = _run_connect_job(monkeypatch, server if shown else {}, ENDPOINT_SETTINGS, held=("rest",))
+    ran.assert_called_once()
+    assert "spark.sql.catalog.rest.type" in session.sent
+    assert not {"spark.sql.catalog.rest.uri", "spark.sql.catalog.rest.warehouse"} & set(session.sent)
 
 
 def test_a_secret_the_server_shows_in_clear_is_refused(connect_connections, monkeypatch):
@@ -455,3 +522,137 @@ def test_a_lost_session_says_what_happened_and_what_to_do_without_its_id():
             "it restarted, or the session was released or expired"
         )
         assert "Retrying is safe" in text and handle not in text
+
+
+# ------------------------------------------------------------- from a hostile review of the ledger
+
+SENTINEL = "SENTINEL-5e7a"
+
+
+def test_a_secret_key_without_a_password_like_word_is_never_sent_per_session():
+    """An S3 SSE-C key (``s3.sse.key``), in Secret properties or the operator's ``conf``, is a
+    secret: never set on the session (the server copies session settings into every job's
+    properties, in clear in its event log)."""
+    from airflow_iceberg.catalog.config import config_from_fields
+    from airflow_iceberg.catalog.spark_settings import combined_settings
+
+    config = config_from_fields(
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "hadoop",
+            "warehouse": "file:///wh",
+            "secret_properties": {"s3.sse.key": SENTINEL},
+        }
+    )
+    sent = session_settings(combined_settings([config]), {"spark.sql.catalog.lake.s3.sse.key": SENTINEL})
+    assert not [key for key, value in sent.items() if SENTINEL in value]
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("fs.s3a.endpoint", "http://task-b-s3:8333"),
+        ("fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"),
+        ("fs.s3a.bucket.lake.endpoint", "http://task-b-s3:8333"),
+    ],
+)
+def test_a_bare_hadoop_key_in_conf_is_refused_like_the_prefixed_one(
+    key, value, iceberg_connection, monkeypatch
+):
+    """Spark copies every session setting into the Hadoop Configuration of a catalog
+    (``SessionState.newHadoopConf``), so ``conf={"fs.s3a.endpoint": ...}`` without ``spark.hadoop.``
+    reaches the server-wide FileSystem cache like ``spark.hadoop.fs.s3a.endpoint``: refused too,
+    before any session opens."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 1}),
+    )
+    iceberg_connection(extra={"catalog_name": "lake", "catalog_type": "hadoop", "warehouse": "s3a://lake/wh"})
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1", conf={key: value})
+    with (
+        mock.patch.object(ConnectJob, "run", return_value=0) as run,
+        pytest.raises(InvalidSpecError, match=f"conf '{key}'"),
+    ):
+        append.execute({})
+    run.assert_not_called()
+
+
+@pytest.mark.parametrize("host", ["", "sc://"])
+def test_a_connect_connection_without_a_host_is_refused_without_quoting_its_url(
+    host, iceberg_connection, monkeypatch
+):
+    """pyspark refuses a URL without a host by quoting it, token included, percent-encoded
+    (``==`` as ``%3D%3D``), which Airflow's masker did not know. An empty Host is refused first,
+    quoting no URL; the encoded token is registered with the masker as well."""
+    from urllib.parse import quote
+
+    from airflow.sdk._shared.secrets_masker import redact
+
+    token = "c2VjcmV0LXRva2VuIQ=="  # base64, as Spark Connect tokens often are
+    connection = {"conn_type": "spark_connect", "host": host, "port": 15002, "password": token}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    iceberg_connection(extra={"catalog_type": "hadoop", "warehouse": "file:///wh"})
+    append = IcebergAppendOperator(task_id="a", table="db.t", source_query="SELECT 1")
+    with pytest.raises(Exception, match="Host is empty") as failed:
+        append.execute({})
+    assert "c2VjcmV0LXRva2VuIQ" not in str(failed.value)
+    assert "c2VjcmV0LXRva2VuIQ" not in redact(f"any message quoting {quote(token)}")
+
+
+def test_limit_without_a_secret_a_sessions_id_follows_from_the_commit_id():
+    """A documented limit (docs/spark-connect.md "Limits"): the session and committing-operation
+    ids are an HMAC keyed by the task's secrets (the Connect token, the catalogs' secret settings);
+    a task with none (a server without authentication, a catalog whose secrets are all the
+    server's) has a constant key, so the ids follow from the commit id, which its log shows. The
+    server is the trust boundary: whoever reaches an unauthenticated server can use its catalogs."""
+    from airflow_iceberg.catalog.config import config_from_fields
+    from airflow_iceberg.catalog.spark_settings import combined_settings
+
+    config = config_from_fields(
+        extra={"catalog_name": "lake", "catalog_type": "hadoop", "warehouse": "file:///wh"}
+    )
+    commit_id = "sales:load:scheduled__2026-12-01T00:00:00+00:00:-1:1:2026-12-01T00:00:05.123456+00:00"
+    request = JobRequest(spec=mock.Mock(), result_file="/tmp/r.json", commit_id=commit_id, reuse_commit=True)
+    job = ConnectJob("spark_connect_default", mock.Mock())
+    job._remote = mock.Mock(session_state=mock.Mock(return_value="absent"))
+    ids = job._settle(request, combined_settings([config]), token=None, tries=TryNumbers(first=1, current=1))
+    assert ids == CommitKeys(commit_id, [""]).run(1, 0)  # what a reader of the task log computes
+    with_token = job._settle(request, combined_settings([config]), token="t0ken", tries=TryNumbers(1, 1))
+    assert with_token != ids  # a token (any secret) keys them
+
+
+class _Server:
+    """Spark Connect sessions by id: "open" or "closed"; absent ones were never seen or forgotten."""
+
+    def __init__(self, sessions, running):
+        self.sessions, self.running, self.calls = dict(sessions), set(running), []
+
+    def session_state(self, session_id):
+        return self.sessions.get(session_id, "absent")
+
+    def claim(self, ids):
+        self.calls.append("claim")
+        return ids.operation_id not in self.running
+
+    def wait_until_ended(self, ids, timeout=None):
+        self.calls.append("wait")
+        self.running.discard(ids.operation_id)
+        return True
+
+    def release_session(self, session_id):
+        self.calls.append("release")
+        self.sessions[session_id] = "closed"
+
+
+def test_limit_a_retry_stops_at_a_closed_session_the_server_forgot():
+    """A documented limit (docs/spark-connect.md "Limits"): a closed session is remembered only as
+    one of ``spark.connect.session.manager.closedSessionsTombstonesSize`` tombstones (1000 by
+    default, across every client). Once run 0 of a try is forgotten, its id reads as never seen,
+    and the retry stops scanning that try there: a run 1 of the same try (``airflow tasks test``
+    next to the scheduler's run) that is still writing is not waited for."""
+    keys = CommitKeys("dag:task:run:-1:1:2026-12-01T00:00:00+00:00", ["token"])
+    killed_run = keys.run(1, 1)
+    server = _Server({killed_run.session_id: "open"}, running={killed_run.operation_id})
+    ids = EarlierRuns(server, keys, mock.Mock()).settle(1, 2)
+    assert ids == keys.run(2, 0)
+    assert server.calls == [], "the retry does not look past the forgotten run 0"

@@ -12,6 +12,7 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
+from airflow_iceberg.catalog.spark_settings import REDACTION_REGEX
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH
 from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
@@ -24,7 +25,7 @@ from airflow_iceberg.operators import (
 )
 
 EXT = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-REGEX = "(?i)secr[e]t|passw[o]rd|t[o]ken|access[.]key|cr[e]dential"
+REGEX = REDACTION_REGEX
 
 
 @pytest.fixture
@@ -251,6 +252,7 @@ def _fake_submit(result):
         seen["secret_file_mode"] = secret_file.stat().st_mode & 0o777
         seen["secrets"] = json.loads(secret_file.read_text())
         seen["secret_file"] = secret_file
+        seen["secret_file_target"] = os.readlink(secret_file) if secret_file.is_symlink() else None
         seen["environ"] = dict(os.environ)
         Path(args[args.index("--result-file") + 1]).write_text(json.dumps(result))
 
@@ -274,7 +276,11 @@ def test_execute_returns_the_result_and_hands_secrets_over_in_a_private_file(jdb
         assert op.execute({"ti": _ti()}) == result
     assert seen["secrets"] == {"spark.sql.catalog.pg.jdbc.password": "SENTINEL-pw"}
     assert seen["secret_file_mode"] == 0o600
-    assert not seen["secret_file"].exists()  # removed with the task's work directory
+    # In memory, never on disk (a SIGKILLed worker leaves nothing), and closed when execute ends.
+    assert str(seen["secret_file"]).startswith(f"/proc/{os.getpid()}/fd/")
+    assert seen["secret_file_target"].startswith("/memfd:airflow-iceberg-secret-conf")
+    path, target = seen["secret_file"], seen["secret_file_target"]
+    assert not path.exists() or os.readlink(path) != target
     # not in this process's environment, which post_submit_commands and other children inherit
     # (the test's own AIRFLOW_CONN_* variable holds the connection, as a deployment's might)
     leaked = [k for k, v in seen["environ"].items() if "SENTINEL" in v and not k.startswith("AIRFLOW_CONN_")]

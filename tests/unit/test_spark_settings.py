@@ -239,13 +239,15 @@ def test_per_catalog_hadoop_properties_and_s3a_keys():
             "catalog_type": "hadoop",
             "warehouse": "s3a://b/wh",
             "hadoop_properties": '{"fs.s3a.endpoint": "http://aws-local:9000", '
-            '"hadoop.fs.s3a.path.style.access": true}',
+            '"fs.s3a.path.style.access": true, "hadoop.rpc.protection": "privacy"}',
         },
         login="minio",
         password="minio123",
     )
     assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.endpoint"] == "http://aws-local:9000"
     assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.path.style.access"] == "true"
+    # Hadoop's own hadoop.* keys keep their name: Iceberg strips one hadoop., leaving hadoop.rpc.protection.
+    assert settings.conf["spark.sql.catalog.hadoop_prod.hadoop.hadoop.rpc.protection"] == "privacy"
     assert settings.secret_conf == {
         "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.access.key": "minio",
         "spark.sql.catalog.hadoop_prod.hadoop.fs.s3a.secret.key": "minio123",

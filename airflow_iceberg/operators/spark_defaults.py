@@ -1,0 +1,79 @@
+"""What the deployment's own Spark properties file says, read the way spark-submit reads it.
+
+The operators pass ``--conf spark.redaction.regex=...`` to cover every catalog secret. A
+``--conf`` wins over the properties file, so a pattern the deployment keeps in
+``spark-defaults.conf`` (for secrets of its own there, an S3A encryption key for every job say)
+would be replaced and those secrets shown in clear in Spark's UI and event log. So the operators
+read the deployment's pattern and merge it into theirs. spark-submit reads ``--properties-file``
+when given (the operator's ``properties_file``), else ``spark-defaults.conf`` in
+``$SPARK_CONF_DIR``, else in ``$SPARK_HOME/conf``; the file is a Java properties file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+DEFAULTS_FILE = "spark-defaults.conf"
+#: ``key value``, ``key=value`` or ``key: value`` (``java.util.Properties``).
+_KEY_VALUE_RE = re.compile(r"((?:\\.|[^\s=:\\])+)\s*[=:\s]\s*(.*)", re.DOTALL)
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def properties_file_path(properties_file: str | None, environment: Mapping[str, str]) -> str | None:
+    """The properties file spark-submit loads, or None when it loads none."""
+    if properties_file:
+        return properties_file
+    conf_dir = environment.get("SPARK_CONF_DIR") or (
+        os.path.join(environment["SPARK_HOME"], "conf") if environment.get("SPARK_HOME") else None
+    )
+    return os.path.join(conf_dir, DEFAULTS_FILE) if conf_dir else None
+
+
+def deployment_property(key: str, properties_file: str | None, environment: Mapping[str, str]) -> str | None:
+    """The value the deployment's properties file gives ``key``, or None (no file, unreadable, unset)."""
+    path = properties_file_path(properties_file, environment)
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:  # no file: spark-submit loads none either
+        return None
+    return read_properties(text).get(key)
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse a Java properties file: comments, ``\\`` line continuations and escapes."""
+    properties: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line.startswith(("#", "!"))):
+            continue
+        if _ends_in_escape(line):
+            logical += line[:-1]
+            continue
+        logical += line
+        match = _KEY_VALUE_RE.fullmatch(logical.strip())
+        if match:
+            properties[_unescape(match.group(1))] = _unescape(match.group(2))
+        elif logical.strip():
+            properties[_unescape(logical.strip())] = ""
+        logical = ""
+    return properties
+
+
+def _ends_in_escape(line: str) -> bool:
+    """An odd number of trailing backslashes continues the line."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _unescape(text: str) -> str:
+    """``\\t``, ``\\n``, ``\\r``, ``\\f``, ``\\uXXXX``; any other escaped character stands for itself."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1):
+            return chr(int(match.group(1), 16))
+        return _ESCAPES.get(match.group(2), match.group(2))
+
+    return re.sub(r"\\(?:u([0-9a-fA-F]{4})|(.))", replace, text, flags=re.DOTALL)
