@@ -30,8 +30,9 @@ from tests.integration.catalog_connections import (
 )
 from tests.servers.ports import free_port
 
-#: A refused connection or a bad password is reported at once; only a silent server takes longer.
-FAST_SECONDS = 3.0
+#: A refused connection or a bad password is reported before any timeout could fire; only a
+#: silent server waits for one. (How fast a check that succeeds is, is not asserted: that is speed.)
+FAST_SECONDS = TIMEOUT_SECONDS
 
 
 @pytest.fixture
@@ -95,14 +96,13 @@ def test_hadoop_warehouse_under_a_file_fails(test_button, tmp_path):
 
 
 def test_hive_metastore_lists_its_databases(test_button, hive_metastore):
-    ok, message, elapsed = test_button(hive_connection(hive_metastore))
+    ok, message, _elapsed = test_button(hive_connection(hive_metastore))
     count = len(hive_metastore.list_databases())
     assert ok, message
     assert message == (
         f"hive catalog 'hive': get_all_databases on Hive Metastore {hive_metastore.uri} succeeded: "
         f"{count} database(s)"
     )
-    assert elapsed < FAST_SECONDS
 
 
 def test_hive_second_uri_answers_when_the_first_is_down(test_button, hive_metastore):
@@ -144,7 +144,7 @@ def test_hive_silent_server_fails_within_the_timeout(test_button, hive_metastore
 
 
 def test_postgres_answers_with_the_right_password(test_button, postgres_server, tmp_path):
-    ok, message, elapsed = test_button(
+    ok, message, _elapsed = test_button(
         postgres_connection(postgres_server, tmp_path, catalog_name="checked_pg")
     )
     assert ok, message
@@ -152,7 +152,6 @@ def test_postgres_answers_with_the_right_password(test_button, postgres_server, 
     assert message.startswith(
         f"jdbc catalog 'checked_pg': SELECT 1 on PostgreSQL database {where} as iceberg succeeded: "
     )
-    assert elapsed < FAST_SECONDS
 
 
 def test_postgres_wrong_password_fails(test_button, postgres_server, tmp_path):
@@ -229,13 +228,13 @@ def test_sqlite_bad_file_and_missing_folder_fail(test_button, tmp_path):
 
 
 def test_rest_oauth2_client_credentials_and_bearer_token(test_button, rest_catalog):
-    ok, message, elapsed = test_button(rest_connection(rest_catalog))
+    ok, message, _elapsed = test_button(rest_connection(rest_catalog))
     assert ok, message
     assert message.startswith(
         f"rest catalog 'rest': GET /v1/config and a namespace listing on REST catalog {rest_catalog.uri} "
         "with OAuth2 client credentials succeeded: "
     )
-    assert message.endswith("top-level namespace(s)") and elapsed < FAST_SECONDS
+    assert message.endswith("top-level namespace(s)")
     ok, message, _ = test_button(rest_connection(rest_catalog, token=rest_catalog.fetch_token()))
     assert ok and "with a bearer token succeeded" in message, message
 
