@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+from airflow_iceberg.jdbc_urls import split_semicolons
+
 #: A property whose name contains one of these words holds a credential: passwords, tokens and
 #: keys, encryption keys (Iceberg's ``s3.sse.key``, S3A's ``fs.s3a.encryption.key``, GCS's
 #: ``fs.gs.encryption.key``), Azure SAS entries (``fs.azure.sas.<container>...``) and cookies
@@ -87,7 +89,7 @@ def split_jdbc_secrets(url: str) -> tuple[str, dict[str, str]]:
     """
     main, question, query = url.partition("?")
     secrets: dict[str, str] = {}
-    segments = _split_semicolons(main)
+    segments = split_semicolons(main)
     kept_segments = [segments[0]]
     for segment in segments[1:]:
         name, equals, value = segment.partition("=")
@@ -171,23 +173,6 @@ def jdbc_password_problem(url: str) -> str | None:
         ",PASSWORD=); put the password in the Password field, which Airflow masks, and remove it "
         "from the URL"
     )
-
-
-def _split_semicolons(text: str) -> list[str]:
-    """Split at ``;`` outside SQL Server's ``{...}`` quoting (a value may hold ``;`` in braces)."""
-    parts, current, depth = [], [], 0
-    for char in text:
-        if char == "{":
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-        if char == ";" and not depth:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
 
 
 def _unbrace(value: str) -> str:
