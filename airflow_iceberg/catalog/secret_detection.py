@@ -15,15 +15,16 @@ import urllib.parse
 from airflow_iceberg.jdbc_urls import split_semicolons
 
 #: A property whose name contains one of these words holds a credential: passwords, tokens and
-#: keys, encryption keys (Iceberg's ``s3.sse.key``, S3A's ``fs.s3a.encryption.key``, GCS's
-#: ``fs.gs.encryption.key``), Azure SAS entries (``fs.azure.sas.<container>...``) and cookies
-#: (Iceberg REST's ``header.Cookie``). One pattern, both a Python and a Java regex: the refusal
-#: (:func:`is_secret_property`) and Spark's ``spark.redaction.regex`` (``spark_settings``) share it.
+#: keys, encryption keys (Iceberg's ``s3.sse.key`` and ``gcs.decryption-key``, S3A's
+#: ``fs.s3a.encryption.key``, GCS's ``fs.gs.encryption.key``), Azure SAS entries
+#: (``fs.azure.sas.<container>...``) and cookies (Iceberg REST's ``header.Cookie``). One pattern,
+#: both a Python and a Java regex: the refusal (:func:`is_secret_property`) and Spark's
+#: ``spark.redaction.regex`` (``spark_settings``) share it.
 #: Each bracketed letter matches itself; it keeps the literal word out of the pattern, so that
 #: SparkSubmitHook's log masking (which looks for such words in a command line) leaves it alone.
 SECRET_WORDS_PATTERN = (
     r"(?i)pas[s]w(or)?d|pas[s]phrase|secr[e]t|tok[e]n|cr[e]dential|auth[o]rization|"
-    r"(access|private|account|api)[._-]?k[e]y|encrypt[i]on[._-]?k[e]y|ss[e][._-]c?[._-]?k[e]y|"
+    r"(access|private|account|api)[._-]?k[e]y|(en|de)crypt[i]on[._-]?k[e]y|ss[e][._-]c?[._-]?k[e]y|"
     r"(\A|[._-])s[a]s([._-]|\Z)|c[o]okie"
 )
 SECRET_PROPERTY_RE = re.compile(SECRET_WORDS_PATTERN)
@@ -40,6 +41,8 @@ _ORACLE_CREDENTIALS_RE = re.compile(r"^jdbc:oracle:[a-z0-9]+:[^@/]*/[^@]+@", re.
 #: A password named in a JDBC URL in any syntax: MySQL's ``(host=..,password=..)`` and
 #: ``address=(..)(password=..)``, Teradata's ``,PASSWORD=``, or whatever a driver accepts.
 _JDBC_PASSWORD_WORD_RE = re.compile(r"(?i)(?<![a-z0-9])(passw(or)?d|pwd)(?![a-z0-9])")
+#: ``name=`` inside MySQL's host forms, ``(host=db,port=3306,...)`` and ``address=(host=db)(...)``.
+_JDBC_HOST_FORM_PARAMETER_RE = re.compile(r"[(,]\s*([A-Za-z][A-Za-z0-9_.\-]*)\s*=")
 
 
 def is_secret_property(key: str) -> bool:
@@ -165,7 +168,8 @@ def jdbc_password_problem(url: str) -> str | None:
     key-value hosts, Teradata's comma-separated parameters) cannot be taken out safely, so it is
     refused rather than sent on a command line and shown in the table's asset URI.
     """
-    if not _JDBC_PASSWORD_WORD_RE.search(url):
+    named_in_host_forms = (name for name in _JDBC_HOST_FORM_PARAMETER_RE.findall(url))
+    if not _JDBC_PASSWORD_WORD_RE.search(url) and not any(map(is_secret_property, named_in_host_forms)):
         return None
     return (
         "the JDBC URL names a password in a form that cannot be taken out of it safely "

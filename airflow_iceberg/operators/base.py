@@ -147,6 +147,13 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
             refuse_per_session_secrets(catalogs, settings, self.conf)
+        elif settings.secret_conf and self._driver_runs_on_the_cluster():
+            raise InvalidCatalogConfigError(
+                f"{spec.table}: the catalog's secrets reach the driver through this worker's private "
+                "file or memory, which a driver in cluster deploy mode cannot read (nor should "
+                "guess at: /proc/<pid>/fd/<n> may name something else there); give the catalog "
+                "credentials the cluster holds, or use client deploy mode (docs/cluster.md)"
+            )
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -228,6 +235,13 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
 
+    def _driver_runs_on_the_cluster(self) -> bool:
+        """Cluster deploy mode, from the operator, its ``conf`` or the Spark connection's extra."""
+        mode = self._get_hook()._connection.get("deploy_mode") or (self.conf or {}).get(
+            "spark.submit.deployMode"
+        )
+        return mode == "cluster"
+
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook, except that spark-submit inherits none of Airflow's secrets.
 
@@ -289,7 +303,10 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         conf = {**settings.conf, "spark.sql.defaultCatalog": settings.catalog_names[0], **user_conf}
         conf[EXTENSIONS_KEY] = merge_csv(user_conf.get(EXTENSIONS_KEY), settings.conf.get(EXTENSIONS_KEY))
         deployment = deployment_property(
-            REDACTION_KEY, self.properties_file, spark_submit_environment(os.environ, self.env_vars)
+            REDACTION_KEY,
+            self.properties_file,
+            spark_submit_environment(os.environ, self.env_vars),
+            getattr(self, "spark_binary", None) or "spark-submit",
         )
         conf[REDACTION_KEY] = redaction_regex(settings.secret_conf, deployment, user_conf.get(REDACTION_KEY))
         self.conf = conf

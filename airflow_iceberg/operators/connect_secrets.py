@@ -52,7 +52,10 @@ WHY = (
 
 
 #: A catalog property that says where the catalog connects (and so where its secrets go).
-ENDPOINT_PROPERTY_RE = re.compile(r"(?i)(\A|[._-])(uri|url|endpoint|warehouse|host|proxy)s?([._-]|\Z)")
+ENDPOINT_PROPERTY_RE = re.compile(
+    r"(?i)(\A|[._-])(uri|url|endpoint|warehouse|host|proxy|connection[._-]string|access[._-]point|signer)s?"
+    r"([._-]|\Z)"
+)
 
 
 def server_held_endpoints(catalog_names: Iterable[str], conf: Iterable[str]) -> list[str]:

@@ -6,13 +6,16 @@ The operators pass ``--conf spark.redaction.regex=...`` to cover every catalog s
 would be replaced and those secrets shown in clear in Spark's UI and event log. So the operators
 read the deployment's pattern and merge it into theirs. spark-submit reads ``--properties-file``
 when given (the operator's ``properties_file``), else ``spark-defaults.conf`` in
-``$SPARK_CONF_DIR``, else in ``$SPARK_HOME/conf``; the file is a Java properties file.
+``$SPARK_CONF_DIR``, else in ``$SPARK_HOME/conf``, where an unset ``SPARK_HOME`` is the folder
+above the ``spark-submit`` found on ``PATH`` (what Spark's ``find-spark-home`` sets for a
+tarball install); the file is a Java properties file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 
 DEFAULTS_FILE = "spark-defaults.conf"
@@ -21,19 +24,31 @@ _KEY_VALUE_RE = re.compile(r"((?:\\.|[^\s=:\\])+)\s*[=:\s]\s*(.*)", re.DOTALL)
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def properties_file_path(properties_file: str | None, environment: Mapping[str, str]) -> str | None:
+def spark_home(environment: Mapping[str, str], spark_binary: str = "spark-submit") -> str | None:
+    """``SPARK_HOME``, or where spark-submit finds its home without it: the folder above its ``bin/``."""
+    if environment.get("SPARK_HOME"):
+        return environment["SPARK_HOME"]
+    found = shutil.which(spark_binary, path=environment.get("PATH"))
+    # spark-submit sources the find-spark-home beside the path it was started by ($0)
+    return os.path.dirname(os.path.dirname(os.path.abspath(found))) if found else None
+
+
+def properties_file_path(
+    properties_file: str | None, environment: Mapping[str, str], spark_binary: str = "spark-submit"
+) -> str | None:
     """The properties file spark-submit loads, or None when it loads none."""
     if properties_file:
         return properties_file
-    conf_dir = environment.get("SPARK_CONF_DIR") or (
-        os.path.join(environment["SPARK_HOME"], "conf") if environment.get("SPARK_HOME") else None
-    )
+    home = spark_home(environment, spark_binary)
+    conf_dir = environment.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else None)
     return os.path.join(conf_dir, DEFAULTS_FILE) if conf_dir else None
 
 
-def deployment_property(key: str, properties_file: str | None, environment: Mapping[str, str]) -> str | None:
+def deployment_property(
+    key: str, properties_file: str | None, environment: Mapping[str, str], spark_binary: str = "spark-submit"
+) -> str | None:
     """The value the deployment's properties file gives ``key``, or None (no file, unreadable, unset)."""
-    path = properties_file_path(properties_file, environment)
+    path = properties_file_path(properties_file, environment, spark_binary)
     try:
         with open(path or "", encoding="utf-8") as handle:
             text = handle.read()

@@ -288,6 +288,23 @@ def test_a_server_held_catalogs_endpoints_are_the_servers_and_never_sent(
     assert not {"spark.sql.catalog.rest.uri", "spark.sql.catalog.rest.warehouse"} & set(session.sent)
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.sql.catalog.rest.adls.connection-string.acct.dfs.core.windows.net",  # ADLS endpoint
+        "spark.sql.catalog.rest.s3.access-points.lake",  # S3 access point: another bucket's host
+        "spark.sql.catalog.rest.s3.signer",  # the signer the S3 client asks
+    ],
+)
+def test_a_server_held_catalogs_storage_endpoints_are_never_sent(key):
+    """Storage settings that say where the file IO connects, and so where the server's storage
+    keys (an ADLS SAS token, S3 keys) go, are endpoints too."""
+    from airflow_iceberg.operators.connect_secrets import server_held_endpoints
+
+    conf = {key: "https://attacker.example/", "spark.sql.catalog.rest.s3.path-style-access": "true"}
+    assert server_held_endpoints(["rest"], conf) == [key]
+
+
 def test_a_secret_the_server_shows_in_clear_is_refused(connect_connections, monkeypatch):
     """Spark Connect hides a setting its redaction pattern matches; one it returns is unredacted."""
     with pytest.raises(InvalidCatalogConfigError) as refused:

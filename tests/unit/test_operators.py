@@ -289,6 +289,21 @@ def test_execute_returns_the_result_and_hands_secrets_over_in_a_private_file(jdb
     assert "SENTINEL" not in " ".join(seen["argv"]) + " ".join(map(str, op.conf.values()))
 
 
+@pytest.mark.parametrize("where", ["operator", "conf"])
+def test_catalog_secrets_in_cluster_deploy_mode_are_refused_before_spark_submit(jdbc_catalog, where):
+    """In cluster deploy mode the driver runs on the cluster, where the worker's private file or
+    ``/proc/<pid>/fd/<n>`` is missing, or names another process's descriptor."""
+    seen, patch = _fake_submit({"status": "success"})
+    in_conf = {"conf": {"spark.submit.deployMode": "cluster"}}
+    cluster = {"deploy_mode": "cluster"} if where == "operator" else in_conf
+    op = IcebergAppendOperator(
+        task_id="append", table="db.orders", iceberg_conn_id=jdbc_catalog, source_query="SELECT 1", **cluster
+    )
+    with patch, pytest.raises(InvalidCatalogConfigError, match="cluster deploy mode cannot read"):
+        op.execute({"ti": _ti()})
+    assert "argv" not in seen  # spark-submit never ran
+
+
 def test_a_reported_job_failure_becomes_a_clear_error(jdbc_catalog):
     def execute(self, context):
         args = self.application_args

@@ -61,8 +61,11 @@ def _refused(extra: dict, host: str | None = None, port: int | None = None) -> s
         f"jdbc:mysql://address=(host=db)(port=3306)(user=etl)(password={SENTINEL})/iceberg",
         # Teradata's comma-separated parameters after the host.
         f"jdbc:teradata://db/DATABASE=iceberg,USER=etl,PASSWORD={SENTINEL}",
+        # a password-holding property whose name only ends in "Password", in both host forms
+        f"jdbc:mysql://(host=db,port=3306,trustCertificateKeyStorePassword={SENTINEL})/iceberg",
+        f"jdbc:mysql://address=(host=db)(port=3306)(clientCertificateKeyStorePassword={SENTINEL})/iceberg",
     ],
-    ids=["mysql-key-value", "mysql-address", "teradata"],
+    ids=["mysql-key-value", "mysql-address", "teradata", "mysql-kv-keystore", "mysql-address-keystore"],
 )
 def test_a_jdbc_password_in_a_url_form_the_splitter_does_not_know_is_refused(
     host, iceberg_connection, spark_connection
@@ -152,6 +155,8 @@ def test_credentials_in_a_jar_url_are_refused(field_name):
         ("catalog_properties", "s3.sse.key"),
         # Iceberg REST: every header.<name> is sent with each request (RESTUtil.configHeaders).
         ("catalog_properties", "header.Cookie"),
+        # Iceberg GCSFileIO's customer-supplied AES key (GCPProperties.GCS_DECRYPTION_KEY).
+        ("catalog_properties", "gcs.decryption-key"),
         # Hadoop S3A SSE-C key, GCS connector customer-supplied key, WASB container SAS.
         ("hadoop_properties", "fs.s3a.encryption.key"),
         ("hadoop_properties", "fs.gs.encryption.key"),
@@ -227,6 +232,26 @@ def test_the_deployments_redaction_pattern_is_merged_not_replaced(
     pattern = op.conf["spark.redaction.regex"]
     assert pattern.startswith("(?:(?i)secret|vault\\.role)|"), pattern
     assert "cr[e]dential" in pattern  # and the provider's own
+
+
+def test_without_spark_home_the_deployments_file_is_the_one_beside_the_spark_submit_on_path(tmp_path):
+    """A tarball install with only ``bin/`` on PATH: spark-submit finds its home itself (Spark's
+    ``find-spark-home``) and loads ``<home>/conf/spark-defaults.conf``; so must the merge."""
+    from airflow_iceberg.operators.spark_defaults import deployment_property
+
+    home = tmp_path / "spark-3.5.9-bin-hadoop3"
+    (home / "bin").mkdir(parents=True)
+    (home / "conf").mkdir()
+    submit = home / "bin" / "spark-submit"
+    submit.write_text("#!/bin/sh\n")
+    submit.chmod(0o755)
+    pattern, key = "(?i)es[.]net[.]http[.]auth[.]pass", "spark.redaction.regex"
+    (home / "conf" / "spark-defaults.conf").write_text(f"{key} {pattern}\n")
+    environment = {"PATH": f"/nonexistent:{home / 'bin'}"}
+    assert deployment_property(key, None, environment) == pattern
+    assert deployment_property(key, None, {"PATH": "/nonexistent"}) is None
+    # SPARK_CONF_DIR, then SPARK_HOME, still come first
+    assert deployment_property(key, None, {**environment, "SPARK_HOME": str(tmp_path)}) is None
 
 
 @pytest.mark.xfail(
