@@ -316,7 +316,7 @@ def test_rest_uri_with_a_wrong_path_says_to_check_the_path(test_button):
 
 
 def test_a_jdbc_catalog_in_its_own_postgresql_schema_is_checked_and_watched_there(
-    test_button, postgres_server, tmp_path, monkeypatch
+    test_button, postgres_server, tmp_path, monkeypatch, request
 ):
     """``jdbc:postgresql://db/iceberg?currentSchema=team_b`` is how a JdbcCatalog is kept in its own
     schema (pgjdbc sets the search path; JdbcCatalog's tables are unqualified). The sensor's
@@ -329,14 +329,22 @@ def test_a_jdbc_catalog_in_its_own_postgresql_schema_is_checked_and_watched_ther
     from airflow_iceberg.sensors.snapshot import IcebergSnapshotSensor
 
     schema = f"team_{uuid.uuid4().hex[:8]}"
-    with psycopg2.connect(
-        host=postgres_server.host,
-        port=postgres_server.port,
-        dbname=postgres_server.database,
-        user=postgres_server.user,
-        password=postgres_server.password,
-    ) as db:
-        db.cursor().execute(f"CREATE SCHEMA {schema}")
+
+    def run_sql(statement: str) -> None:
+        with psycopg2.connect(
+            host=postgres_server.host,
+            port=postgres_server.port,
+            dbname=postgres_server.database,
+            user=postgres_server.user,
+            password=postgres_server.password,
+        ) as db:
+            db.cursor().execute(statement)
+
+    run_sql(f"CREATE SCHEMA {schema}")
+    # Iceberg's JdbcCatalog creates its tables only when no schema of the database has one named
+    # iceberg_tables (it asks the driver's metadata without a schema): this schema's would keep a
+    # later catalog of the shared server from getting its own in public.
+    request.addfinalizer(lambda: run_sql(f"DROP SCHEMA {schema} CASCADE"))
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
     writer = SqlCatalog(  # the writer, in that schema, by libpq's own options
