@@ -198,13 +198,18 @@ def libpq_parameters(jdbc: JdbcUrl) -> dict[str, str]:
 
 def split_semicolons(text: str) -> list[str]:
     """Split at ``;`` outside SQL Server's ``{...}`` quoting (a value may hold ``;`` in braces)."""
+    return split_outside_brackets(text, ";", "{", "}")
+
+
+def split_outside_brackets(text: str, separator: str, openers: str, closers: str) -> list[str]:
+    """Split ``text`` at ``separator`` where no bracket of ``openers``/``closers`` is open."""
     parts, current, depth = [], [], 0
     for char in text:
-        if char == "{":
+        if char in openers:
             depth += 1
-        elif char == "}" and depth:
+        elif char in closers and depth:
             depth -= 1
-        if char == ";" and not depth:
+        if char == separator and not depth:
             parts.append("".join(current))
             current = []
         else:
@@ -318,18 +323,8 @@ def _split_authority(text: str) -> tuple[str, str, str]:
 
 def _split_hosts(authority: str) -> list[str]:
     """The hosts of a comma-separated list; a bracketed list (not an IPv6 address) is opened."""
-    members, current, depth = [], [], 0
-    for char in authority.rpartition("@")[2]:  # user info never names a host
-        if char in "([":
-            depth += 1
-        elif char in ")]" and depth:
-            depth -= 1
-        if char == "," and not depth:
-            members.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    members.append("".join(current))
+    # user info never names a host
+    members = split_outside_brackets(authority.rpartition("@")[2], ",", "([", ")]")
     hosts = []
     for member in (m.strip() for m in members):
         if member.startswith("[") and member.endswith("]") and ("," in member or "=" in member):
