@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.config import field_error
-from airflow_iceberg.jobs.job_spec import split_identifier
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.naming import (
     catalog_location_dataset,
     hive_namespace,
@@ -86,7 +86,7 @@ def split_table(identifier: str, catalog_names: Sequence[str] = ()) -> tuple[str
     """Split ``[catalog.]namespace...table`` into the catalog alias (if it names one) and the rest.
 
     Parts are read like the job reads them (bare or in backticks, see
-    :func:`airflow_iceberg.jobs.job_spec.split_identifier`) and come back unquoted.
+    :func:`airflow_iceberg.jobs.spec.identifiers.split_identifier`) and come back unquoted.
     """
     parts = list(split_identifier(identifier))
     if len(parts) > 1 and parts[0] in catalog_names:

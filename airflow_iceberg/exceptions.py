@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_iceberg.jobs.job_spec import InvalidSpecError
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 
 __all__ = [
     "CatalogSettingsConflictError",

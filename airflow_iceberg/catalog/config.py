@@ -24,7 +24,7 @@ from airflow_iceberg.catalog.secret_detection import (
     uri_secret_problem,
 )
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
-from airflow_iceberg.jobs.job_spec import PROPERTY_KEY_RE, SQL_NAME_RE
+from airflow_iceberg.jobs.spec.identifiers import PROPERTY_KEY_RE, SQL_NAME_RE
 
 #: Catalog types Iceberg's ``type`` property understands.
 CATALOG_TYPES = ("hadoop", "hive", "rest", "jdbc", "glue", "nessie")

@@ -32,7 +32,7 @@ from airflow_iceberg.catalog.config import CatalogConfig, field_error
 from airflow_iceberg.catalog.spark_settings import catalog_properties
 from airflow_iceberg.catalog.transient_errors import is_transient_error
 from airflow_iceberg.jdbc_urls import libpq_parameters, parse_jdbc_url
-from airflow_iceberg.jobs.job_spec import split_identifier
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

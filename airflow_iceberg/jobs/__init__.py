@@ -25,14 +25,14 @@ _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
 def job_modules() -> list[Path]:
-    """The package's Python files, in a stable order."""
-    return sorted(_PACKAGE_DIR.glob("*.py"))
+    """The package's Python files, its subpackages' (``spec/``) included, in a stable order."""
+    return sorted(_PACKAGE_DIR.rglob("*.py"))
 
 
 def write_job_archive(directory: str | Path) -> Path:
     """Write the job package as a zip in ``directory`` and return its path.
 
-    The zip holds ``airflow_iceberg/__init__.py`` (a stub) and ``airflow_iceberg/jobs/*.py``, so
+    The zip holds ``airflow_iceberg/__init__.py`` (a stub) and ``airflow_iceberg/jobs/**/*.py``, so
     the job imports its modules the same way on the driver as in this source tree. It is written
     per task into the operator's private temporary folder rather than cached in a shared place,
     so no other local user can swap the code the driver runs.
@@ -41,7 +41,8 @@ def write_job_archive(directory: str | Path) -> Path:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         _add(archive, "airflow_iceberg/__init__.py", _TOP_LEVEL_INIT.encode())
         for module in job_modules():
-            _add(archive, f"airflow_iceberg/jobs/{module.name}", module.read_bytes())
+            name = module.relative_to(_PACKAGE_DIR).as_posix()
+            _add(archive, f"airflow_iceberg/jobs/{name}", module.read_bytes())
     return path
 
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.job_spec import quote_identifier, quote_name, split_identifier
 from airflow_iceberg.jobs.retry_markers import record_snapshot, recorded_snapshot
 from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.spec.branches import TagSpec
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier, quote_name, split_identifier
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
@@ -209,7 +209,7 @@ def sql_string(value: str) -> str:
 
 def tag_snapshot(
     spark: SparkSession,
-    spec: action_specs.TagSpec,
+    spec: TagSpec,
     commit_id: str | None = None,
     reuse_commit: bool = False,
 ) -> dict[str, Any]:

@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.writes import SNAPSHOT_PROPERTY_PREFIX
 from airflow_iceberg.jobs.table_state import branch_heads, find_commit, find_commit_in_branches, table_exists
 
 if TYPE_CHECKING:
@@ -23,13 +24,13 @@ def snapshot_properties_for(
     write_options: Mapping[str, str], commit_id: str | None, commit_properties: Mapping[str, str] | None
 ) -> dict[str, str]:
     """The snapshot-summary entries of a write: the user's ``snapshot-property.*``, Airflow's tags, the id."""
-    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    prefix = SNAPSHOT_PROPERTY_PREFIX
     properties = {
         key[len(prefix) :]: value for key, value in write_options.items() if key.lower().startswith(prefix)
     }
     properties.update(commit_properties or {})
     if commit_id:
-        properties[job_spec.COMMIT_ID_PROPERTY] = commit_id
+        properties[COMMIT_ID_PROPERTY] = commit_id
     return properties
 
 
@@ -43,7 +44,7 @@ def write_options_for(
 
     A read's or stream's sink write passes no options of its own and gets only the tags.
     """
-    prefix = job_spec.SNAPSHOT_PROPERTY_PREFIX
+    prefix = SNAPSHOT_PROPERTY_PREFIX
     options = {key: value for key, value in write_options.items() if not key.lower().startswith(prefix)}
     if merge_schema:
         options["merge-schema"] = "true"
@@ -86,7 +87,7 @@ def earlier_commit(
     where = "" if branch == ref else f", now in the history of branch {branch}"
     print(
         f"airflow-iceberg: {table} already has snapshot {earlier['snapshot_id']} committed by an "
-        f"earlier try ({job_spec.COMMIT_ID_PROPERTY}={commit_id}){where}; not writing again",
+        f"earlier try ({COMMIT_ID_PROPERTY}={commit_id}){where}; not writing again",
         flush=True,
     )
     return earlier if branch == ref else {**earlier, "found_on_branch": branch}

@@ -22,7 +22,11 @@ import contextvars
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs, job_spec
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,19 +72,19 @@ def unsupported_reason(spec: Any) -> str | None:
     Iceberg's action API, as the ``remove_orphan_files`` procedure refuses it.
     """
     fix = "use a spark-submit connection (conn_type 'spark') for this task"
-    if isinstance(spec, (action_specs.MergeSpec, action_specs.DeleteSpec)):
-        kind = "MERGE INTO" if isinstance(spec, action_specs.MergeSpec) else "DELETE FROM"
+    if isinstance(spec, (MergeSpec, DeleteSpec)):
+        kind = "MERGE INTO" if isinstance(spec, MergeSpec) else "DELETE FROM"
         return (
             f"{kind} is spark-submit only: its commit is tagged with the commit id through Iceberg's "
             f"JVM-side CommitMetadata, which a Spark Connect client cannot reach; {fix}"
         )
-    if isinstance(spec, job_spec.WriteSpec) and spec.created_with_sql:
+    if isinstance(spec, WriteSpec) and spec.created_with_sql:
         return (
             "a create partitioned by truncate(W, col) or by a column that is not a plain name is "
             "spark-submit only: it is SQL CREATE TABLE AS "
             f"SELECT, tagged through Iceberg's JVM-side CommitMetadata; {fix}"
         )
-    if isinstance(spec, job_spec.OrphanFilesSpec) and spec.allow_recent_files:
+    if isinstance(spec, OrphanFilesSpec) and spec.allow_recent_files:
         return (
             "orphan-file removal with allow_recent_files is spark-submit only: over Spark Connect it "
             f"runs Iceberg's remove_orphan_files procedure, which refuses files under 24 hours old; {fix}"
@@ -93,7 +97,7 @@ def ref_head(spark: SparkSession, table: str, ref: str = "main") -> int | None:
     from pyspark.sql import functions as F  # imported here: the operators import unsupported_reason
 
     rows = (
-        spark.table(f"{job_spec.quote_identifier(table)}.refs")
+        spark.table(f"{quote_identifier(table)}.refs")
         .where((F.col("name") == ref) & (F.col("type") == "BRANCH"))
         .select("snapshot_id")
         .collect()
@@ -106,7 +110,7 @@ def branch_heads(spark: SparkSession, table: str) -> dict[str, int]:
     from pyspark.sql import functions as F
 
     rows = (
-        spark.table(f"{job_spec.quote_identifier(table)}.refs")
+        spark.table(f"{quote_identifier(table)}.refs")
         .where(F.col("type") == "BRANCH")
         .select("name", "snapshot_id")
         .collect()
@@ -121,11 +125,11 @@ def _history(
     from pyspark.sql import functions as F
 
     tagged = (
-        F.coalesce(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id, F.lit(False))
+        F.coalesce(F.col("summary")[COMMIT_ID_PROPERTY] == commit_id, F.lit(False))
         if commit_id is not None
         else F.lit(False)
     )
-    snapshots = spark.table(f"{job_spec.quote_identifier(table)}.snapshots")
+    snapshots = spark.table(f"{quote_identifier(table)}.snapshots")
     rows = snapshots.select("snapshot_id", "parent_id", tagged.alias("tagged")).collect()
     parents = {int(row.snapshot_id): row.parent_id for row in rows}
     return parents, {int(row.snapshot_id) for row in rows if row.tagged}

@@ -1,8 +1,8 @@
 """The PySpark application every airflow-iceberg operator submits.
 
 spark-submit runs this file on the driver, with the rest of ``airflow_iceberg.jobs`` shipped
-beside it as a zip (``--py-files``). It parses its arguments with ``job_spec.parse_argv`` (the
-same module the operators used to build them), gives the SparkContext it creates the catalog
+beside it as a zip (``--py-files``). It parses its arguments with ``spec.request.parse_argv`` (the
+same contract package the operators used to build them), gives the SparkContext it creates the catalog
 secrets it reads from the operator's private file, runs one write (:mod:`.writes`), batch read
 (:mod:`.reads`), bounded stream (:mod:`.streams`) or maintenance action (:mod:`.maintenance`),
 and writes a small JSON result (snapshot id, operation, counts) for the operator to return as
@@ -24,7 +24,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from airflow_iceberg.jobs import action_specs, connect, job_spec, upkeep
+from airflow_iceberg.jobs import connect, upkeep
 from airflow_iceberg.jobs.branches import tag_snapshot
 from airflow_iceberg.jobs.lineage import describe_tables, tables_of
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
@@ -32,6 +32,19 @@ from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.rollback import rollback
+from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import JobRequest, dump_result, parse_argv
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.upkeep import (
+    ExpireSnapshotsSpec,
+    OrphanFilesSpec,
+    RewriteDataFilesSpec,
+    RewriteManifestsSpec,
+    RewritePositionDeletesSpec,
+)
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.writes import write_table
 
@@ -49,14 +62,14 @@ def read_secret_conf(path: str | None) -> dict[str, str]:
         with open(path, encoding="utf-8") as handle:
             secrets = json.load(handle)
     except FileNotFoundError:
-        raise job_spec.InvalidSpecError(
+        raise InvalidSpecError(
             f"the secrets file {path} does not exist on the driver: in cluster deploy mode the driver "
             "runs elsewhere; give it its catalog secrets by the cluster's own means"
         ) from None
     except ValueError:
         secrets = None
     if not isinstance(secrets, dict):
-        raise job_spec.InvalidSpecError(f"the secrets file {path} must be a JSON object of Spark settings")
+        raise InvalidSpecError(f"the secrets file {path} must be a JSON object of Spark settings")
     return {str(key): str(value) for key, value in secrets.items()}
 
 
@@ -76,29 +89,29 @@ def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
 
 #: The functions of the actions that change a table's rows, and so take a commit id.
 COMMITTING_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
-    job_spec.WriteSpec: write_table,
-    job_spec.ReadSpec: read_table,  # its sink
-    action_specs.MergeSpec: merge_into,
-    action_specs.DeleteSpec: delete_from,
+    WriteSpec: write_table,
+    ReadSpec: read_table,  # its sink
+    MergeSpec: merge_into,
+    DeleteSpec: delete_from,
 }
 #: The functions of the actions that move refs and make no snapshot: they take the commit id to
 #: recognise their earlier try by other means (ancestry, a marker tag), not by a snapshot summary.
 REF_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
-    action_specs.PublishSpec: publish_branch,
-    action_specs.TagSpec: tag_snapshot,
-    action_specs.RollbackSpec: rollback,
+    PublishSpec: publish_branch,
+    TagSpec: tag_snapshot,
+    RollbackSpec: rollback,
 }
 #: The functions of the actions that take their spec alone.
 OTHER_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
-    job_spec.OrphanFilesSpec: remove_orphan_files,
-    action_specs.ExpireSnapshotsSpec: upkeep.expire_snapshots,
-    action_specs.RewriteDataFilesSpec: upkeep.rewrite_data_files,
-    action_specs.RewriteManifestsSpec: upkeep.rewrite_manifests,
-    action_specs.RewritePositionDeletesSpec: upkeep.rewrite_position_deletes,
+    OrphanFilesSpec: remove_orphan_files,
+    ExpireSnapshotsSpec: upkeep.expire_snapshots,
+    RewriteDataFilesSpec: upkeep.rewrite_data_files,
+    RewriteManifestsSpec: upkeep.rewrite_manifests,
+    RewritePositionDeletesSpec: upkeep.rewrite_position_deletes,
 }
 
 
-def run(spark: SparkSession, request: job_spec.JobRequest) -> dict[str, Any]:
+def run(spark: SparkSession, request: JobRequest) -> dict[str, Any]:
     """Dispatch one parsed request to the function of its action."""
     kind = type(request.spec)
     if kind in OTHER_ACTIONS:
@@ -215,7 +228,7 @@ def _first_line(text: str) -> str:
     return lines[0]
 
 
-def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
+def run_job(spark: SparkSession, request: JobRequest) -> int:
     """Run one request on a session the caller owns; report the result; return the exit code.
 
     Expected failures (invalid request, table in the wrong state) are reported and return 1.
@@ -224,21 +237,21 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
     try:
         refused = connect.unsupported_reason(request.spec) if connect.is_connect(spark) else None
         if refused:
-            raise job_spec.InvalidSpecError(refused)
+            raise InvalidSpecError(refused)
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
         result["lineage"] = describe_tables(spark, tables_of(request.spec))
-    except (job_spec.InvalidSpecError, TableStateError) as error:
+    except (InvalidSpecError, TableStateError) as error:
         return report_failure(request, describe_error(error))
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...
         _write_result(request.result_file, {"status": "failed", "error": describe_error(error)})
         raise
-    print("airflow-iceberg result: " + job_spec.dump_result(loggable(result)), flush=True)
+    print("airflow-iceberg result: " + dump_result(loggable(result)), flush=True)
     _write_result(request.result_file, result)
     return 0
 
 
-def report_failure(request: job_spec.JobRequest, message: str) -> int:
+def report_failure(request: JobRequest, message: str) -> int:
     """Report an expected failure on stderr and in the result file; return the exit code, 1."""
     print(f"airflow-iceberg error: {message}", file=sys.stderr, flush=True)
     _write_result(request.result_file, {"status": "failed", "error": message})
@@ -261,7 +274,7 @@ def _write_result(path: str | None, result: Mapping[str, Any]) -> None:
         return
     partial = f"{path}.partial"
     with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(job_spec.dump_result(result))
+        handle.write(dump_result(result))
     os.replace(partial, path)
 
 
@@ -277,11 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``spark.redaction.regex`` (which the operator extends to every secret key) matches it. Set on
     the session alone, Spark would copy them unredacted into every job's properties.
     """
-    request = job_spec.parse_argv(sys.argv[1:] if argv is None else argv)
+    request = parse_argv(sys.argv[1:] if argv is None else argv)
     owned = SparkSession.getActiveSession() is None
     try:
         secrets = read_secret_conf(request.secret_conf_file) if owned else {}
-    except job_spec.InvalidSpecError as error:
+    except InvalidSpecError as error:
         return report_failure(request, describe_error(error))
     builder = SparkSession.builder
     for key, value in secrets.items():

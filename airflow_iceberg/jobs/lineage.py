@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.table_state import current_snapshot_id, driver_table, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def tables_of(spec: job_spec.JobSpec) -> list[str]:
+def tables_of(spec: ActionSpec) -> list[str]:
     """Every Iceberg table a request reads or writes: its table, source table and sink table."""
     source = getattr(spec, "source", None)
     names = [spec.table, getattr(source, "table", None), getattr(spec, "sink_table", None)]
@@ -48,11 +49,11 @@ def describe_table(spark: SparkSession, table: str) -> dict[str, Any]:
     """
     schema = [
         {"name": f.name, "type": f.dataType.simpleString()}
-        for f in spark.table(job_spec.quote_identifier(table)).schema.fields
+        for f in spark.table(quote_identifier(table)).schema.fields
     ]
     loaded = driver_table(spark, table)
     if loaded is None:
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {job_spec.quote_identifier(table)}").collect()
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {quote_identifier(table)}").collect()
         location = next((row.data_type for row in rows if row.col_name == "Location"), None)
         return {"location": location, "schema": schema, "snapshot_id": current_snapshot_id(spark, table)}
     head = loaded.currentSnapshot()

@@ -5,16 +5,18 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import connect, job_spec
+from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.branches import procedure_call
 from airflow_iceberg.jobs.jvm_callbacks import JavaConsumer
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
+from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
 from airflow_iceberg.jobs.table_state import current_snapshot_id, require_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def remove_orphan_files(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> dict[str, Any]:
+def remove_orphan_files(spark: SparkSession, spec: OrphanFilesSpec) -> dict[str, Any]:
     """Find (and unless ``dry_run``, delete) files under the table that no snapshot references.
 
     Files a killed write left behind are invisible to readers; this is how they are cleaned up.
@@ -38,10 +40,10 @@ def remove_orphan_files(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> 
     }
 
 
-def _orphans_by_action(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> list[str]:
+def _orphans_by_action(spark: SparkSession, spec: OrphanFilesSpec) -> list[str]:
     jvm = spark.sparkContext._jvm
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, job_spec.quote_identifier(spec.table)
+        spark._jsparkSession, quote_identifier(spec.table)
     )
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     action = actions.deleteOrphanFiles(table)
@@ -55,7 +57,7 @@ def _orphans_by_action(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> l
     return sorted(str(path) for path in action.execute().orphanFileLocations())
 
 
-def _orphans_by_procedure(spark: SparkSession, spec: job_spec.OrphanFilesSpec) -> list[str]:
+def _orphans_by_procedure(spark: SparkSession, spec: OrphanFilesSpec) -> list[str]:
     """Over Spark Connect (no py4j): the ``remove_orphan_files`` procedure, floor and all.
 
     The procedure refuses an ``older_than`` under 24 hours, so ``allow_recent_files`` is refused

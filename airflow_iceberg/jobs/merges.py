@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from airflow_iceberg.jobs import action_specs, user_sql
+from airflow_iceberg.jobs import user_sql
 from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
@@ -30,7 +30,8 @@ from airflow_iceberg.jobs.commits import (
     snapshot_properties_for,
     with_commit_properties,
 )
-from airflow_iceberg.jobs.job_spec import parse_column, quote_identifier, quote_name
+from airflow_iceberg.jobs.spec.identifiers import parse_column, quote_identifier, quote_name
+from airflow_iceberg.jobs.spec.row_changes import SOURCE_ALIAS, TARGET_ALIAS, DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableStateError, find_commit, require_table
 from airflow_iceberg.jobs.writes import load_source
 
@@ -55,7 +56,7 @@ def check_expressions(spark: SparkSession, expressions: Iterable[tuple[str, str]
         user_sql.check_expression(spark, text, what)
 
 
-def _merge_expressions(spec: action_specs.MergeSpec) -> list[tuple[str, str]]:
+def _merge_expressions(spec: MergeSpec) -> list[tuple[str, str]]:
     found = [("merge condition 'on'", spec.match_condition)]
     for clause in spec.clauses:
         if clause.condition is not None:
@@ -178,7 +179,7 @@ def _describe_key(keys: Sequence[str], rows: Column) -> Column:
 
 def merge_into(
     spark: SparkSession,
-    spec: action_specs.MergeSpec,
+    spec: MergeSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
     reuse_commit: bool = False,
@@ -197,8 +198,8 @@ def merge_into(
     check_key_types(spark, spec.table, source, spec.keys)
     view = f"airflow_iceberg_merge_source_{uuid.uuid4().hex}"
     sql = (
-        f"MERGE INTO {branch_identifier(spec.table, spec.branch)} {action_specs.TARGET_ALIAS} "
-        f"USING {view} {action_specs.SOURCE_ALIAS} ON {spec.match_condition} "
+        f"MERGE INTO {branch_identifier(spec.table, spec.branch)} {TARGET_ALIAS} "
+        f"USING {view} {SOURCE_ALIAS} ON {spec.match_condition} "
         + " ".join(clause.sql() for clause in spec.clauses)
     )
     (guard_keys(source, keys) if keys else source).createOrReplaceTempView(view)
@@ -216,7 +217,7 @@ def merge_into(
 
 
 def _source_refusal(
-    spec: action_specs.MergeSpec, source: DataFrame, keys: Sequence[str], error: BaseException
+    spec: MergeSpec, source: DataFrame, keys: Sequence[str], error: BaseException
 ) -> MergeSourceError | None:
     """The clear error for a merge that failed on its source, or None when it failed otherwise.
 
@@ -293,7 +294,7 @@ def _offending_keys(source: DataFrame, keys: Sequence[str], failure: str) -> str
 
 def delete_from(
     spark: SparkSession,
-    spec: action_specs.DeleteSpec,
+    spec: DeleteSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
     reuse_commit: bool = False,

@@ -39,11 +39,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call
-from airflow_iceberg.jobs.job_spec import quote_identifier
 from airflow_iceberg.jobs.retry_markers import create_marker, drop_marker, marker_name
 from airflow_iceberg.jobs.snapshot_history import TableHistory, history_of_java_table, load_history
+from airflow_iceberg.jobs.spec.branches import PublishSpec
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.table_state import (
     TableStateError,
     commit_outcome_unknown,
@@ -76,7 +76,7 @@ class Decision:
 
 def publish_branch(
     spark: SparkSession,
-    spec: action_specs.PublishSpec,
+    spec: PublishSpec,
     commit_id: str | None = None,
     reuse_commit: bool = False,
 ) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def publish_branch(
     }
 
 
-def already_published_note(spec: action_specs.PublishSpec, decision: Decision) -> str:
+def already_published_note(spec: PublishSpec, decision: Decision) -> str:
     """Why nothing was published (the snapshot is in the target's history), and what the branch holds."""
     note = (
         f"snapshot {decision.published} of {spec.table} is already in {spec.target_branch}'s history (an "
@@ -123,7 +123,7 @@ def already_published_note(spec: action_specs.PublishSpec, decision: Decision) -
     return note
 
 
-def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
+def decide(history: TableHistory, spec: PublishSpec) -> Decision:
     """Decide from one consistent view of the refs; raise :class:`PublishError` for every refusal."""
     target, head = history.branch(spec.target_branch), history.branch(spec.branch)
     pin = spec.expected_snapshot_id
@@ -165,7 +165,7 @@ def decide(history: TableHistory, spec: action_specs.PublishSpec) -> Decision:
 
 
 def _refuse_bringing_back_rolled_out(
-    history: TableHistory, spec: action_specs.PublishSpec, head: int, target: int | None
+    history: TableHistory, spec: PublishSpec, head: int, target: int | None
 ) -> None:
     """Refuse a fast-forward of ``main`` that would bring back a snapshot taken out of its history."""
     rolled_out = history.rolled_out_of_main()
@@ -184,7 +184,7 @@ def _refuse_bringing_back_rolled_out(
     )
 
 
-def _unknown_pin(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+def _unknown_pin(history: TableHistory, spec: PublishSpec) -> PublishError:
     pin, target = spec.expected_snapshot_id, spec.target_branch
     return PublishError(
         f"expected_snapshot_id {pin} is not a snapshot of table {history.table}: either it never was one "
@@ -196,7 +196,7 @@ def _unknown_pin(history: TableHistory, spec: action_specs.PublishSpec) -> Publi
     )
 
 
-def _missing_branch(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+def _missing_branch(history: TableHistory, spec: PublishSpec) -> PublishError:
     table, branch = history.table, spec.branch
     if spec.expected_snapshot_id is None:
         return PublishError(
@@ -213,7 +213,7 @@ def _missing_branch(history: TableHistory, spec: action_specs.PublishSpec) -> Pu
     )
 
 
-def _branch_moved(history: TableHistory, spec: action_specs.PublishSpec, head: int) -> PublishError:
+def _branch_moved(history: TableHistory, spec: PublishSpec, head: int) -> PublishError:
     pin = int(spec.expected_snapshot_id or 0)
     why = (
         "a commit landed on the branch after the audit"
@@ -228,7 +228,7 @@ def _branch_moved(history: TableHistory, spec: action_specs.PublishSpec, head: i
     )
 
 
-def _missing_target(history: TableHistory, spec: action_specs.PublishSpec) -> PublishError:
+def _missing_target(history: TableHistory, spec: PublishSpec) -> PublishError:
     return PublishError(
         f"target branch {spec.target_branch!r} does not exist in table {history.table} (its branches: "
         f"{', '.join(history.branches())}): nothing was published and nothing changed. Check the name "
@@ -237,7 +237,7 @@ def _missing_target(history: TableHistory, spec: action_specs.PublishSpec) -> Pu
     )
 
 
-def _publish_in_one_commit(spark: SparkSession, spec: action_specs.PublishSpec) -> tuple[Decision, bool]:
+def _publish_in_one_commit(spark: SparkSession, spec: PublishSpec) -> tuple[Decision, bool]:
     """Decide and move in one Iceberg transaction (driver JVM): checked and committed against one base."""
     transaction = iceberg_table(spark, spec.table).newTransaction()
     decision = decide(history_of_java_table(spark, spec.table, transaction.table()), spec)
@@ -260,7 +260,7 @@ def _publish_in_one_commit(spark: SparkSession, spec: action_specs.PublishSpec) 
 
 
 def _publish_with_sql(
-    spark: SparkSession, spec: action_specs.PublishSpec, commit_id: str
+    spark: SparkSession, spec: PublishSpec, commit_id: str
 ) -> tuple[Decision, bool]:
     """Decide from the metadata tables, then move with SQL statements pinned to the decided snapshot."""
     table = quote_identifier(spec.table)
@@ -300,7 +300,7 @@ def _publish_with_sql(
     return decision, True
 
 
-def _failed(spec: action_specs.PublishSpec, decision: Decision, error: BaseException) -> PublishError:
+def _failed(spec: PublishSpec, decision: Decision, error: BaseException) -> PublishError:
     """The publish's commit failed: most likely a concurrent commit to the table; say so plainly."""
     reason = iceberg_error_reason(error)
     if commit_outcome_unknown(error):

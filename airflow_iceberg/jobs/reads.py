@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.commits import earlier_commit, new_commit_id, result_of_write, write_options_for
 from airflow_iceberg.jobs.scan import project, reader_options, with_spark_time_travel
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.writes import CREATE_MODES
 from airflow_iceberg.jobs.streams import stream_table
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def resolve_snapshot(spark: SparkSession, spec: job_spec.ReadSpec) -> int | None:
+def resolve_snapshot(spark: SparkSession, spec: ReadSpec) -> int | None:
     """Find the snapshot a read will see, and fail clearly when the selector points nowhere.
 
     Checking the table's metadata tables first gives errors that name the table and the bad
@@ -93,7 +95,7 @@ def _snapshot_graph(spark: SparkSession, table: str) -> dict[int, tuple[int | No
     }
 
 
-def incremental_range(spark: SparkSession, spec: job_spec.ReadSpec) -> tuple[int, int, list[int]]:
+def incremental_range(spark: SparkSession, spec: ReadSpec) -> tuple[int, int, list[int]]:
     """Check an incremental read's range and return ``(start, end, skipped non-append snapshot ids)``.
 
     The start is exclusive and must be an ancestor of (or equal to) the end; the end defaults to
@@ -122,7 +124,7 @@ def incremental_range(spark: SparkSession, spec: job_spec.ReadSpec) -> tuple[int
     return start, end, sorted(skipped)
 
 
-def read_frame(spark: SparkSession, spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> DataFrame:
+def read_frame(spark: SparkSession, spec: ReadSpec, snapshot_id: int | None = None) -> DataFrame:
     """The batch DataFrame a read produces (options, selector, filter and columns applied)."""
     empty_range = spec.start_snapshot_id is not None and spec.start_snapshot_id == snapshot_id
     if empty_range:
@@ -132,14 +134,14 @@ def read_frame(spark: SparkSession, spec: job_spec.ReadSpec, snapshot_id: int | 
     else:
         options = reader_options(spec, snapshot_id)
     df = spark.read.options(**with_spark_time_travel(spark, options, snapshot_id)).table(
-        job_spec.quote_identifier(spec.table)
+        quote_identifier(spec.table)
     )
     return project(df.limit(0) if empty_range else df, spec)
 
 
 def read_table(
     spark: SparkSession,
-    spec: job_spec.ReadSpec,
+    spec: ReadSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
     reuse_commit: bool = False,
@@ -196,14 +198,14 @@ def read_table(
 
 def _write_sink_table(
     spark: SparkSession,
-    spec: job_spec.ReadSpec,
+    spec: ReadSpec,
     df: DataFrame,
     commit_id: str,
     commit_properties: Mapping[str, str] | None,
 ) -> dict[str, Any]:
     """Write the rows to the sink table with the writes' own writer (so a create is an Iceberg table)."""
     table = str(spec.sink_table)
-    if spec.sink_mode in job_spec.CREATE_MODES:
+    if spec.sink_mode in CREATE_MODES:
         ensure_namespace(spark, table)
     write_frame(df, table, spec.sink_mode, write_options_for({}, commit_id, commit_properties))
     return result_of_write(spark, table, spec.sink_mode, commit_id)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs.job_spec import quote_identifier
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

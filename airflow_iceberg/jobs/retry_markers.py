@@ -25,8 +25,8 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from airflow_iceberg.jobs.job_spec import quote_identifier
 from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.table_state import TableStateError, iceberg_error_reason
 
 if TYPE_CHECKING:

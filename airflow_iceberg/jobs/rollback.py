@@ -27,10 +27,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call
 from airflow_iceberg.jobs.retry_markers import marker_made_by, record_snapshot, recorded_snapshot
 from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.spec.branches import RollbackSpec
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
@@ -49,7 +49,7 @@ class RollbackError(TableStateError):
 
 def rollback(
     spark: SparkSession,
-    spec: action_specs.RollbackSpec,
+    spec: RollbackSpec,
     commit_id: str | None = None,
     reuse_commit: bool = False,
 ) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def _lost_track(history: TableHistory, recorded: int, target: int, main: int) ->
     )
 
 
-def rollback_target(history: TableHistory, spec: action_specs.RollbackSpec, rolled_from: int) -> int:
+def rollback_target(history: TableHistory, spec: RollbackSpec, rolled_from: int) -> int:
     """The snapshot to roll back to: ``spec.snapshot_id``, or the last committed before ``spec.timestamp``.
 
     Either must be in the history of ``rolled_from`` (``main``'s head the first try saw); a

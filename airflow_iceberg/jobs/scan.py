@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.spec.identifiers import quote_column
+from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.user_sql import expression
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ _SELECTOR_OPTIONS = (
 )
 
 
-def reader_options(spec: job_spec.ReadSpec, snapshot_id: int | None = None) -> dict[str, str]:
+def reader_options(spec: ReadSpec, snapshot_id: int | None = None) -> dict[str, str]:
     """The DataFrameReader options: the user's read options plus the one selector.
 
     A read of the current snapshot is pinned to ``snapshot_id`` (the one resolved when the job
@@ -67,7 +68,7 @@ def with_spark_time_travel(
     return {**kept, "versionAsOf": str(snapshot_id)}
 
 
-def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:
+def project(df: DataFrame, spec: ReadSpec) -> DataFrame:
     """Apply the filter, then keep the columns: Spark pushes both into the Iceberg scan.
 
     Filtering first lets the filter use columns that are not kept. The filter is parsed as an
@@ -76,5 +77,5 @@ def project(df: DataFrame, spec: job_spec.ReadSpec) -> DataFrame:
     if spec.filter:
         df = df.where(expression(spec.filter, "filter"))
     if spec.columns:
-        df = df.select(*[F.col(job_spec.quote_column(column)) for column in spec.columns])
+        df = df.select(*[F.col(quote_column(column)) for column in spec.columns])
     return df

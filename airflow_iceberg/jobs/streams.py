@@ -10,9 +10,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import job_spec
 from airflow_iceberg.jobs.commits import write_options_for
 from airflow_iceberg.jobs.scan import project, reader_options
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
+from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.table_state import (
     current_snapshot_id,
     ensure_namespace,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 def stream_table(
     spark: SparkSession,
-    spec: job_spec.ReadSpec,
+    spec: ReadSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def stream_table(
     source = (
         spark.readStream.format("iceberg")
         .options(**reader_options(spec))
-        .load(job_spec.quote_identifier(spec.table))
+        .load(quote_identifier(spec.table))
     )
     writer = project(source, spec).writeStream.option("checkpointLocation", str(spec.checkpoint_location))
     writer = writer.trigger(availableNow=True)
@@ -57,7 +58,7 @@ def stream_table(
             writer.format("iceberg")
             .outputMode("append")
             .options(**options)
-            .toTable(job_spec.quote_identifier(spec.sink_table))
+            .toTable(quote_identifier(spec.sink_table))
         )
     else:
         query = writer.format(spec.sink_format).option("path", str(spec.sink_path)).start()

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from airflow_iceberg.jobs import connect, job_spec
-from airflow_iceberg.jobs.job_spec import quote_identifier
+from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.record_counts import may_count_dead_rows, summary_counts, unknown_count_reason
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier, split_identifier
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -122,7 +123,7 @@ def ensure_namespace(spark: SparkSession, table: str) -> None:
     """
     if table_exists(spark, table):
         return
-    namespace = job_spec.split_identifier(table)[:-1]
+    namespace = split_identifier(table)[:-1]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_identifier(namespace)}")
 
 
@@ -307,7 +308,7 @@ def find_commit_in_branches(
             if snapshot_id in seen:  # the rest of this history was read with an earlier branch
                 break
             seen.add(snapshot_id)
-            if snapshot.summary().get(job_spec.COMMIT_ID_PROPERTY) == commit_id:
+            if snapshot.summary().get(COMMIT_ID_PROPERTY) == commit_id:
                 return name, with_checked_counts(spark, table, describe_java_snapshot(spark, snapshot))
     return None
 
@@ -318,7 +319,7 @@ def _find_tagged(
     """A long history: one Spark job names the snapshots tagged ``commit_id``, Iceberg checks ancestry."""
     tagged = (
         spark.table(metadata_table(table, "snapshots"))
-        .where(F.col("summary")[job_spec.COMMIT_ID_PROPERTY] == commit_id)
+        .where(F.col("summary")[COMMIT_ID_PROPERTY] == commit_id)
         .orderBy(F.col("committed_at").desc())
         .select("snapshot_id")
         .collect()

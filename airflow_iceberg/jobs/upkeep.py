@@ -21,9 +21,15 @@ from datetime import datetime, timezone
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call, sql_string
 from airflow_iceberg.jobs.merges import check_expressions
+from airflow_iceberg.jobs.spec.upkeep import (
+    ExpireSnapshotsSpec,
+    RewriteDataFilesSpec,
+    RewriteManifestsSpec,
+    RewritePositionDeletesSpec,
+    quoted_sort_order,
+)
 from airflow_iceberg.jobs.table_state import (
     branch_heads,
     driver_table,
@@ -117,7 +123,7 @@ def _run(
     }
 
 
-def expire_snapshots(spark: SparkSession, spec: action_specs.ExpireSnapshotsSpec) -> dict[str, Any]:
+def expire_snapshots(spark: SparkSession, spec: ExpireSnapshotsSpec) -> dict[str, Any]:
     """``expire_snapshots``: snapshots older than ``older_than`` beyond the last ``retain_last`` go."""
     require_table(spark, spec.table)
     arguments = {}
@@ -133,12 +139,12 @@ def expire_snapshots(spark: SparkSession, spec: action_specs.ExpireSnapshotsSpec
     return result
 
 
-def rewrite_data_files(spark: SparkSession, spec: action_specs.RewriteDataFilesSpec) -> dict[str, Any]:
+def rewrite_data_files(spark: SparkSession, spec: RewriteDataFilesSpec) -> dict[str, Any]:
     """``rewrite_data_files``: compact small files (binpack) or also sort them."""
     arguments = {"strategy": sql_string(spec.strategy)}
     checks = []
     if spec.sort_order is not None:
-        arguments["sort_order"] = sql_string(action_specs.quoted_sort_order(spec.sort_order))
+        arguments["sort_order"] = sql_string(quoted_sort_order(spec.sort_order))
     if spec.where is not None:
         checks.append(("where", spec.where))
         arguments["where"] = sql_string(spec.where)
@@ -148,12 +154,12 @@ def rewrite_data_files(spark: SparkSession, spec: action_specs.RewriteDataFilesS
     return _run(spark, spec.table, "rewrite_data_files", arguments, spec.wait_for_branches)
 
 
-def rewrite_manifests(spark: SparkSession, spec: action_specs.RewriteManifestsSpec) -> dict[str, Any]:
+def rewrite_manifests(spark: SparkSession, spec: RewriteManifestsSpec) -> dict[str, Any]:
     return _run(spark, spec.table, "rewrite_manifests", {}, spec.wait_for_branches)
 
 
 def rewrite_position_deletes(
-    spark: SparkSession, spec: action_specs.RewritePositionDeletesSpec
+    spark: SparkSession, spec: RewritePositionDeletesSpec
 ) -> dict[str, Any]:
     arguments = {}
     if spec.where is not None:

@@ -4,7 +4,7 @@ A source query, an overwrite condition and a read filter come from DAG authors, 
 ``params`` or ``dag_run.conf``. ``spark.sql()`` runs a command at once, and Spark's grammar
 accepts data-changing statements that start like a query: ``WITH x AS (...) DELETE FROM t``,
 ``WITH s AS (...) MERGE INTO t ...``, ``FROM src INSERT OVERWRITE TABLE other SELECT *``. The
-text check of :func:`~airflow_iceberg.jobs.job_spec.validate_query` refuses the obvious forms
+text check of :func:`~airflow_iceberg.jobs.spec.sql_text.validate_query` refuses the obvious forms
 before Spark starts, but a text check cannot be the only defence. Here Spark's own parser decides:
 
 * a query is refused when Spark parses it as a command (the class is named in the error), and
@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import connect
-from airflow_iceberg.jobs.job_spec import InvalidSpecError
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

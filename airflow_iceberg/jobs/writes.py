@@ -19,7 +19,7 @@ try:  # Spark 4 moved the partition transforms here; the old names in functions 
 except ImportError:  # Spark 3.5
     transforms = F
 
-from airflow_iceberg.jobs import job_spec, user_sql
+from airflow_iceberg.jobs import user_sql
 from airflow_iceberg.jobs.branches import branch_for_commit, branch_identifier, sql_string
 from airflow_iceberg.jobs.commits import (
     earlier_commit,
@@ -30,6 +30,11 @@ from airflow_iceberg.jobs.commits import (
     write_options_for,
 )
 from airflow_iceberg.jobs.connect import committing
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier, quote_name
+from airflow_iceberg.jobs.spec.options import option_value
+from airflow_iceberg.jobs.spec.sources import TABLE_SCHEMA, Source
+from airflow_iceberg.jobs.spec.sql_text import validate_query
+from airflow_iceberg.jobs.spec.writes import CREATE_MODES, WriteSpec, parse_transform
 from airflow_iceberg.jobs.table_state import (
     SchemaMismatchError,
     SnapshotNotFoundError,
@@ -50,16 +55,16 @@ if TYPE_CHECKING:
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 
 
-def load_source(spark: SparkSession, source: job_spec.Source, target: str | None = None) -> DataFrame:
+def load_source(spark: SparkSession, source: Source, target: str | None = None) -> DataFrame:
     """Return the DataFrame a write takes its rows from; a query is run as a query only.
 
     ``target`` is the table being written, whose schema ``source_schema="table"`` reads files with.
     """
     if source.query is not None:
-        return user_sql.query_frame(spark, job_spec.validate_query(source.query))
+        return user_sql.query_frame(spark, validate_query(source.query))
     if source.table is not None:
         require_table(spark, source.table, "source table")
-        return spark.table(job_spec.quote_identifier(source.table))
+        return spark.table(quote_identifier(source.table))
     reader = spark.read.format(str(source.format)).options(**source.options)
     if source.schema is not None:
         reader = reader.schema(file_schema(spark, source.schema, target))
@@ -68,20 +73,20 @@ def load_source(spark: SparkSession, source: job_spec.Source, target: str | None
 
 def file_schema(spark: SparkSession, schema: str, target: str | None) -> Any:
     """The schema files are read with: the DDL as given, or the target table's own schema."""
-    if schema.strip().lower() != job_spec.TABLE_SCHEMA:
+    if schema.strip().lower() != TABLE_SCHEMA:
         return schema
     if target is None or not table_exists(spark, target):
         raise TableNotFoundError(
             f"source_schema 'table' reads the files with the schema of table {target}, which does not "
             "exist yet: give the columns instead, e.g. source_schema=\"id INT, day DATE\""
         )
-    return spark.table(job_spec.quote_identifier(target)).schema
+    return spark.table(quote_identifier(target)).schema
 
 
 def transform_column(expression: str) -> Column:
     """Turn ``days(ts)``, ``bucket(16, id)`` and friends into the Column DataFrameWriterV2 takes."""
-    transform, column, argument = job_spec.parse_transform(expression)
-    reference = F.col(job_spec.quote_name(column))  # a column, never a nested field or an expression
+    transform, column, argument = parse_transform(expression)
+    reference = F.col(quote_name(column))  # a column, never a nested field or an expression
     if transform == "identity":
         return reference
     if transform == "bucket":
@@ -90,14 +95,14 @@ def transform_column(expression: str) -> Column:
 
 
 def _transform_sql(expression: str) -> str:
-    transform, name, argument = job_spec.parse_transform(expression)
-    column = job_spec.quote_name(name)
+    transform, name, argument = parse_transform(expression)
+    column = quote_name(name)
     if transform == "identity":
         return column
     return f"{transform}({argument}, {column})" if argument is not None else f"{transform}({column})"
 
 
-def table_properties_for(spec: job_spec.WriteSpec) -> dict[str, str]:
+def table_properties_for(spec: WriteSpec) -> dict[str, str]:
     properties = dict(spec.table_properties)
     if spec.merge_schema:
         # Iceberg only accepts a wider schema from a writer when the table allows it.
@@ -105,11 +110,11 @@ def table_properties_for(spec: job_spec.WriteSpec) -> dict[str, str]:
     return properties
 
 
-def check_partition_columns(spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+def check_partition_columns(spec: WriteSpec, columns: Sequence[str]) -> None:
     """Name the bad partition_by entry, instead of Spark's "Couldn't find column" with a schema dump."""
     known = {column.lower() for column in columns}
     for expression in spec.partition_by:
-        column = job_spec.parse_transform(expression)[1]
+        column = parse_transform(expression)[1]
         if column.lower() not in known:
             raise SchemaMismatchError(
                 f"partition_by {expression!r} uses column {column!r}, which is not in the source "
@@ -117,7 +122,7 @@ def check_partition_columns(spec: job_spec.WriteSpec, columns: Sequence[str]) ->
             )
 
 
-def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, columns: Sequence[str]) -> None:
+def check_source_fits_table(spark: SparkSession, spec: WriteSpec, columns: Sequence[str]) -> None:
     """Compare the source's columns with the existing table's before writing.
 
     Without merge_schema, extra or missing columns are an error that names them (Spark's own
@@ -129,11 +134,11 @@ def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, colum
             raise SchemaMismatchError(
                 f"merge_schema needs table property {ACCEPT_ANY_SCHEMA}=true on {spec.table}: create the "
                 "table with merge_schema=True, or run ALTER TABLE "
-                f"{job_spec.quote_identifier(spec.table)} SET TBLPROPERTIES "
+                f"{quote_identifier(spec.table)} SET TBLPROPERTIES "
                 f"('{ACCEPT_ANY_SCHEMA}'='true')"
             )
         return
-    table_columns = spark.table(job_spec.quote_identifier(spec.table)).columns
+    table_columns = spark.table(quote_identifier(spec.table)).columns
     in_table = {column.lower() for column in table_columns}
     in_source = {column.lower() for column in columns}
     extra = [column for column in columns if column.lower() not in in_table]
@@ -150,9 +155,9 @@ def check_source_fits_table(spark: SparkSession, spec: job_spec.WriteSpec, colum
         )
 
 
-def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
+def check_validate_from(spark: SparkSession, spec: WriteSpec) -> None:
     """An unknown validate-from-snapshot-id would fail at commit time, after all the data is written."""
-    value = job_spec.option_value(spec.write_options, "validate-from-snapshot-id")
+    value = option_value(spec.write_options, "validate-from-snapshot-id")
     if value is not None and not snapshot_exists(spark, spec.table, int(value)):
         raise SnapshotNotFoundError(
             f"validate-from-snapshot-id {value} is not a snapshot of table {spec.table}"
@@ -160,8 +165,8 @@ def check_validate_from(spark: SparkSession, spec: job_spec.WriteSpec) -> None:
 
 
 def with_default_validate_from(
-    spark: SparkSession, spec: job_spec.WriteSpec, ref: str = "main"
-) -> job_spec.WriteSpec:
+    spark: SparkSession, spec: WriteSpec, ref: str = "main"
+) -> WriteSpec:
     """Pin ``validate-from-snapshot-id`` to the head of ``ref`` when only ``isolation-level`` is set.
 
     Without it Iceberg validates an overwrite against the table's whole history, so the files the
@@ -174,8 +179,8 @@ def with_default_validate_from(
     options = spec.write_options
     if (
         spec.mode not in ("overwrite", "overwrite_partitions")
-        or job_spec.option_value(options, "isolation-level") is None
-        or job_spec.option_value(options, "validate-from-snapshot-id") is not None
+        or option_value(options, "isolation-level") is None
+        or option_value(options, "validate-from-snapshot-id") is not None
     ):
         return spec
     current = ref_head(spark, spec.table, ref)
@@ -188,7 +193,7 @@ def with_default_validate_from(
 
 def write_table(
     spark: SparkSession,
-    spec: job_spec.WriteSpec,
+    spec: WriteSpec,
     commit_id: str | None = None,
     commit_properties: Mapping[str, str] | None = None,
     reuse_commit: bool = False,
@@ -221,7 +226,7 @@ def write_table(
     # Before the source is read; a branch that will be reset starts from main's head, so from there.
     spec = with_default_validate_from(spark, spec, ref="main" if spec.reset_branch else ref)
     df = load_source(spark, spec.source, spec.table)
-    if spec.mode in job_spec.CREATE_MODES:
+    if spec.mode in CREATE_MODES:
         check_partition_columns(spec, df.columns)
         ensure_namespace(spark, spec.table)  # only now: a failed check must not leave a namespace behind
     else:
@@ -239,7 +244,7 @@ def write_table(
     return {**result, "branch": spec.branch} if spec.branch else result
 
 
-def _write_frame(df: DataFrame, spec: job_spec.WriteSpec, options: Mapping[str, str]) -> None:
+def _write_frame(df: DataFrame, spec: WriteSpec, options: Mapping[str, str]) -> None:
     write_frame(
         df,
         branch_identifier(spec.table, spec.branch),
@@ -266,8 +271,8 @@ def write_frame(
     without it Spark would create its default, a plain Parquet table. The call itself runs
     :func:`~airflow_iceberg.jobs.connect.committing`: it is the one that commits.
     """
-    writer = df.writeTo(job_spec.quote_identifier(table)).options(**options)
-    if mode in job_spec.CREATE_MODES:
+    writer = df.writeTo(quote_identifier(table)).options(**options)
+    if mode in CREATE_MODES:
         writer = writer.using("iceberg")
         for key, value in (table_properties or {}).items():
             writer = writer.tableProperty(key, value)
@@ -292,7 +297,7 @@ WRITER_METHOD = {
 }
 
 
-def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFrame) -> None:
+def _create_with_sql(spark: SparkSession, spec: WriteSpec, df: DataFrame) -> None:
     """Create through SQL CTAS: DataFrameWriterV2.partitionedBy cannot express ``truncate(W, col)``.
 
     CTAS on an Iceberg SparkCatalog is atomic (a staged table), like the DataFrameWriterV2 path.
@@ -300,7 +305,7 @@ def _create_with_sql(spark: SparkSession, spec: job_spec.WriteSpec, df: DataFram
     """
     view = f"airflow_iceberg_source_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
-    sql = f"{_CTAS_VERB[spec.mode]} {job_spec.quote_identifier(spec.table)} USING iceberg"
+    sql = f"{_CTAS_VERB[spec.mode]} {quote_identifier(spec.table)} USING iceberg"
     if spec.partition_by:
         sql += " PARTITIONED BY (" + ", ".join(_transform_sql(e) for e in spec.partition_by) + ")"
     properties = table_properties_for(spec)

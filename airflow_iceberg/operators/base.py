@@ -34,7 +34,9 @@ from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigErro
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
-from airflow_iceberg.jobs.job_spec import JobRequest, JobSpec, split_identifier
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
+from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
@@ -107,7 +109,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
 
     # ------------------------------------------------------------------ what subclasses provide
 
-    def build_spec(self) -> JobSpec:
+    def build_spec(self) -> ActionSpec:
         """The job specification for this task, from the (rendered) operator arguments."""
         raise NotImplementedError
 
@@ -189,7 +191,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
 
     def _run_over_connect(
         self,
-        spec: JobSpec,
+        spec: ActionSpec,
         settings: SparkSettings,
         request: JobRequest,
         tries: TryNumbers | None,
@@ -227,7 +229,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             return
         super().on_kill()
 
-    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> JobSpec:
+    def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> ActionSpec:
         """Return the spec with every table identifier qualified by its catalog.
 
         This default qualifies ``table``, the only identifier most specs have; specs that name
@@ -373,7 +375,7 @@ def _write_private_json(workdir: str, name: str, values: Mapping[str, str]) -> s
     return path
 
 
-def _raise_job_failure(spec: JobSpec, result_file: str, error: BaseException | None) -> None:
+def _raise_job_failure(spec: ActionSpec, result_file: str, error: BaseException | None) -> None:
     """Raise the job's own one-line error (Spark's analysis error, Iceberg's ...) if it reported one."""
     failure = _read_result(result_file)
     if failure and failure.get("error"):

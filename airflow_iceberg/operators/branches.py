@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_iceberg.exceptions import InvalidSpecError
-from airflow_iceberg.jobs.action_specs import PublishSpec, TagSpec
+from airflow_iceberg.jobs.spec.branches import PublishSpec, TagSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.timestamps import to_snapshot_id
 

@@ -40,7 +40,7 @@ from airflow_iceberg.operators.connect_tries import (
 if TYPE_CHECKING:
     import logging
 
-    from airflow_iceberg.jobs.job_spec import JobRequest
+    from airflow_iceberg.jobs.spec.request import JobRequest
 
 #: The apache-spark provider's connection type for a Spark Connect server.
 SPARK_CONNECT_CONN_TYPE = "spark_connect"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_iceberg.assets import catalog_symlink, parse_uri, split_table, table_asset_uri
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.naming import location_dataset
 
 if TYPE_CHECKING:

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowSkipException
 
-from airflow_iceberg.jobs.action_specs import (
+from airflow_iceberg.jobs.spec.branches import RollbackSpec
+from airflow_iceberg.jobs.spec.upkeep import (
     ExpireSnapshotsSpec,
+    OrphanFilesSpec,
     RewriteDataFilesSpec,
     RewriteManifestsSpec,
     RewritePositionDeletesSpec,
-    RollbackSpec,
 )
-from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_dict, as_int, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id

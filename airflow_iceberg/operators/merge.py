@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_iceberg.jobs.action_specs import DeleteSpec, MergeClause, MergeSpec
-from airflow_iceberg.jobs.job_spec import JobSpec
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeClause, MergeSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.write import qualify_with_source, source_of
@@ -101,7 +101,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
             reset_branch=self.reset_branch,
         )
 
-    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> MergeSpec:
+    def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> MergeSpec:
         assert isinstance(spec, MergeSpec)
         return qualify_with_source(self, spec, catalog_names)
 

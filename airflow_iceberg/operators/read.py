@@ -10,7 +10,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_iceberg.jobs.job_spec import JobSpec, ReadSpec
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_dict, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
@@ -104,7 +105,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
             **self.selectors(),
         )
 
-    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> ReadSpec:
+    def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> ReadSpec:
         assert isinstance(spec, ReadSpec)
         sink_table = self.qualify(spec.sink_table, catalog_names) if spec.sink_table else None
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names), sink_table=sink_table)

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow_iceberg.exceptions import InvalidSpecError
-from airflow_iceberg.jobs.job_spec import CREATE_MODES, JobSpec, Source, WriteSpec
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import CREATE_MODES, WriteSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_dict, as_list
 
@@ -116,7 +118,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             reset_branch=self.reset_branch,
         )
 
-    def qualify_spec(self, spec: JobSpec, catalog_names: Sequence[str]) -> WriteSpec:
+    def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> WriteSpec:
         assert isinstance(spec, WriteSpec)
         return qualify_with_source(self, spec, catalog_names)
 

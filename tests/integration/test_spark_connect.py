@@ -107,7 +107,8 @@ def test_user_sql_is_parsed_by_the_server_and_a_statement_never_runs(connect_lak
 
 def test_jvm_only_features_are_refused_by_the_job_before_anything_runs(connect_lake, table, tmp_path):
     from airflow_iceberg.jobs.iceberg_job import run_job
-    from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec
+    from airflow_iceberg.jobs.spec.request import JobRequest
+    from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
 
     spark, lake = connect_lake
     truncate = write_spec(table, "create", ROWS, partition_by=["truncate(2, name)"])
@@ -121,8 +122,8 @@ def test_jvm_only_features_are_refused_by_the_job_before_anything_runs(connect_l
 
 def test_orphan_files_older_than_a_day_are_found_then_removed_by_the_procedure(connect_lake, table):
     """Over Connect, orphan removal is Iceberg's ``remove_orphan_files`` procedure (24-hour floor)."""
-    from airflow_iceberg.jobs.job_spec import OrphanFilesSpec
     from airflow_iceberg.jobs.maintenance import remove_orphan_files
+    from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
     from airflow_iceberg.jobs.writes import write_table
 
     spark, lake = connect_lake
@@ -146,10 +147,12 @@ def test_orphan_files_older_than_a_day_are_found_then_removed_by_the_procedure(c
 
 def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect_lake, table):
     """A branch write, publish, tag, compaction, a filtered time-travel read: SQL and metadata tables."""
-    from airflow_iceberg.jobs import action_specs, upkeep
+    from airflow_iceberg.jobs import upkeep
     from airflow_iceberg.jobs.branches import tag_snapshot
     from airflow_iceberg.jobs.publish import publish_branch
     from airflow_iceberg.jobs.reads import read_table
+    from airflow_iceberg.jobs.spec.branches import PublishSpec, TagSpec
+    from airflow_iceberg.jobs.spec.upkeep import RewriteDataFilesSpec
     from airflow_iceberg.jobs.writes import write_table
     from tests.jobs.helpers import read_spec
 
@@ -162,7 +165,7 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
         reuse_commit=True,
     )
     assert lake.current_snapshot_id(table) == created["snapshot_id"]  # main untouched until publish
-    published = publish_branch(spark, action_specs.PublishSpec(table=table, branch="audit").validated())
+    published = publish_branch(spark, PublishSpec(table=table, branch="audit").validated())
     assert lake.current_snapshot_id(table) == staged["snapshot_id"] == published["snapshot_id"]
     spark.sql(f"ALTER TABLE {table} DROP BRANCH audit").collect()
     retried = write_table(  # after the publish and the drop: found in main's history, not written again
@@ -173,10 +176,10 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
     )
     assert (retried["snapshot_id"], retried["found_on_branch"]) == (staged["snapshot_id"], "main")
     assert set(lake.load(table).metadata.refs) == {"main"}
-    tag_snapshot(spark, action_specs.TagSpec(table=table, tag="day1").validated())
+    tag_snapshot(spark, TagSpec(table=table, tag="day1").validated())
     assert lake.load(table).metadata.refs["day1"].snapshot_id == staged["snapshot_id"]
     compacted = upkeep.rewrite_data_files(
-        spark, action_specs.RewriteDataFilesSpec(table=table, options={"min-input-files": "2"}).validated()
+        spark, RewriteDataFilesSpec(table=table, options={"min-input-files": "2"}).validated()
     )
     assert lake.ids(table) == [1, 2, 3] and len(lake.data_files(table)) == 1, compacted
     before = read_spec(table, snapshot_id=created["snapshot_id"], filter="id > 1", preview_rows=5)
@@ -187,7 +190,7 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
 def _ref_action(spark, spec, commit_id="wap:ref:manual__2024-01-02:-1:1:"):
     """One try of a publish, tag or rollback task, through the job's dispatch, as the operator runs it."""
     from airflow_iceberg.jobs.iceberg_job import run
-    from airflow_iceberg.jobs.job_spec import JobRequest
+    from airflow_iceberg.jobs.spec.request import JobRequest
 
     return run(spark, JobRequest(spec=spec.validated(), commit_id=commit_id, reuse_commit=True))
 
@@ -197,7 +200,7 @@ def _refs(lake, table) -> dict[str, int]:
 
 
 def test_publish_over_connect_refuses_a_missing_target_and_an_unaudited_commit(connect_lake, table):
-    from airflow_iceberg.jobs.action_specs import PublishSpec
+    from airflow_iceberg.jobs.spec.branches import PublishSpec
     from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
 
@@ -225,7 +228,7 @@ def test_a_pinned_publish_over_connect_is_atomic_and_its_retry_after_main_moved_
     connect_lake, table, monkeypatch
 ):
     from airflow_iceberg.jobs import publish
-    from airflow_iceberg.jobs.action_specs import PublishSpec
+    from airflow_iceberg.jobs.spec.branches import PublishSpec
     from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
 
@@ -259,7 +262,7 @@ def test_a_pinned_publish_over_connect_is_atomic_and_its_retry_after_main_moved_
 
 
 def test_rollback_and_tag_retries_over_connect_never_touch_a_later_commit(connect_lake, table, monkeypatch):
-    from airflow_iceberg.jobs.action_specs import RollbackSpec, TagSpec
+    from airflow_iceberg.jobs.spec.branches import RollbackSpec, TagSpec
     from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
 
@@ -316,8 +319,8 @@ def test_a_rollback_retry_over_connect_never_undoes_a_commit_that_brought_its_sn
     The publish of that branch is refused over Connect too (it would bring R back; the log comes
     from the ``history`` metadata table), so another tool's fast-forward brings R back here.
     """
-    from airflow_iceberg.jobs.action_specs import PublishSpec, RollbackSpec
     from airflow_iceberg.jobs.branches import procedure_call
+    from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec
     from airflow_iceberg.jobs.table_state import TableStateError
     from airflow_iceberg.jobs.writes import write_table
 

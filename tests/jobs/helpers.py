@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_iceberg.jobs import job_spec
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 
 CATALOG = "lake"
 #: Spark's session catalog, configured as Iceberg's SparkSessionCatalog in the shared session.
@@ -29,7 +32,7 @@ class Lake:
         self.catalog = catalog
 
     def _metadata_dir(self, table: str) -> Path:
-        catalog, *namespace, name = job_spec.split_identifier(table)  # parts as the job reads them
+        catalog, *namespace, name = split_identifier(table)  # parts as the job reads them
         assert catalog == self.catalog, f"{table} is not in catalog {self.catalog}"
         return self.warehouse.joinpath(*namespace, name, "metadata")
 
@@ -97,14 +100,14 @@ class Lake:
         return [(schema.find_field(f.source_id).name, str(f.transform)) for f in loaded.spec().fields]
 
 
-def write_spec(table: str, mode: str, query: str | None = None, **fields: Any) -> job_spec.WriteSpec:
+def write_spec(table: str, mode: str, query: str | None = None, **fields: Any) -> WriteSpec:
     """A validated WriteSpec, from a query unless ``source=`` is given."""
-    source = fields.pop("source", None) or job_spec.Source(query=query)
-    return job_spec.WriteSpec(table=table, mode=mode, source=source, **fields).validated()
+    source = fields.pop("source", None) or Source(query=query)
+    return WriteSpec(table=table, mode=mode, source=source, **fields).validated()
 
 
-def read_spec(table: str, **fields: Any) -> job_spec.ReadSpec:
-    return job_spec.ReadSpec(table=table, **fields).validated()
+def read_spec(table: str, **fields: Any) -> ReadSpec:
+    return ReadSpec(table=table, **fields).validated()
 
 
 def values_query(rows: list[tuple[Any, ...]], columns: str) -> str:

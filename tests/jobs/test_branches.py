@@ -14,13 +14,15 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import procedure_call, reset_branch, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
-from airflow_iceberg.jobs.job_spec import JobRequest, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
 from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
+from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.table_state import TableStateError, ref_snapshot_id
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec
@@ -64,7 +66,7 @@ def test_branch_write_merge_and_delete_leave_main_untouched_until_published(spar
     )
     merge_into(
         spark,
-        action_specs.MergeSpec(
+        MergeSpec(
             table,
             source=Source(query=values_query([(1, "A")], "id, name")),
             keys=("id",),
@@ -72,7 +74,7 @@ def test_branch_write_merge_and_delete_leave_main_untouched_until_published(spar
         ).validated(),
     )
     delete_from(
-        spark, action_specs.DeleteSpec(table, condition="id = 2", branch="audit_20240102").validated()
+        spark, DeleteSpec(table, condition="id = 2", branch="audit_20240102").validated()
     )
 
     refs = _refs(lake, table)
@@ -90,7 +92,7 @@ def test_branch_write_merge_and_delete_leave_main_untouched_until_published(spar
     )
     assert retried["reused_earlier_commit"] is True
 
-    publish = action_specs.PublishSpec(table, branch="audit_20240102", drop_branch=True)
+    publish = PublishSpec(table, branch="audit_20240102", drop_branch=True)
     published = run_ref_action(spark, publish)
     assert (published["previous_snapshot_id"], published["snapshot_id"]) == (
         main_before,
@@ -106,7 +108,7 @@ def test_publish_fails_clearly_when_main_moved_and_changes_nothing(spark, lake, 
     write_table(spark, write_spec(table, "append", ROWS))  # main moves on
     state = lake.state(table)
     with pytest.raises(TableStateError, match=r"main moved since the branch was made.*main is unchanged"):
-        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True))
+        run_ref_action(spark, PublishSpec(table, branch="audit", drop_branch=True))
     assert lake.state(table) == state and "audit" in _refs(lake, table)
 
 
@@ -121,11 +123,11 @@ def test_publish_to_a_missing_target_is_refused_and_creates_it_only_when_asked(
         r"published and nothing changed.*create_target_branch=True",
     ):
         run_ref_action(
-            spark, action_specs.PublishSpec(table, branch="audit", target_branch="mian", drop_branch=True)
+            spark, PublishSpec(table, branch="audit", target_branch="mian", drop_branch=True)
         )
     assert lake.state(table) == state and _refs(lake, table) == refs  # no 'mian', the branch kept
 
-    spec = action_specs.PublishSpec(
+    spec = PublishSpec(
         table, branch="audit", target_branch="release", expected_snapshot_id=audited,
         create_target_branch=True,
     )  # fmt: skip
@@ -143,7 +145,7 @@ def test_a_commit_on_the_branch_after_the_audit_is_never_published(spark, lake, 
     late = values_query([(4, "d")], "id, name")
     unaudited = write_table(spark, write_spec(table, "append", late, branch="audit"))["snapshot_id"]
     state = lake.state(table)
-    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     with pytest.raises(
         TableStateError,
         match=rf"it is at snapshot {unaudited}, not at the audited snapshot {audited} "
@@ -159,7 +161,7 @@ def test_a_publish_retried_after_main_moved_on_reports_it_published_and_keeps_th
     spark, lake, table, publish_path
 ):
     audited = _audited_branch(spark, table)
-    spec = action_specs.PublishSpec(table, branch="audit")
+    spec = PublishSpec(table, branch="audit")
     first = run_ref_action(spark, spec)
     assert lake.current_snapshot_id(table) == audited == first["snapshot_id"]
     other = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
@@ -180,7 +182,7 @@ def test_a_pinned_publish_retried_after_its_branch_was_dropped_reports_it_publis
     spark, lake, table, publish_path
 ):
     audited = _audited_branch(spark, table)
-    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     first = run_ref_action(spark, spec)
     assert first["branch_dropped"] is True and _refs(lake, table) == {"main": audited}
     other = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
@@ -196,7 +198,7 @@ def test_a_pinned_publish_retried_after_its_branch_was_dropped_reports_it_publis
         match=r"branch 'audit' does not exist .* nothing changed. Either an earlier try published it and "
         r"dropped it .* cannot tell which: pass the audited snapshot as expected_snapshot_id",
     ):
-        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True))
+        run_ref_action(spark, PublishSpec(table, branch="audit", drop_branch=True))
     assert lake.state(table) == state
 
 
@@ -219,7 +221,7 @@ def test_a_commit_landing_while_publishing_is_neither_dropped_nor_published(
         return decision
 
     monkeypatch.setattr(publish, "decide", decide_then_another_writer_commits)
-    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     try:
         run_ref_action(spark, spec)
     except TableStateError as error:  # the move failed: it said so, and changed nothing
@@ -238,7 +240,7 @@ def test_a_failed_merge_into_a_new_branch_leaves_no_branch_behind(spark, lake, t
     duplicates = Source(query=values_query([(1, "x"), (1, "y")], "id, name"))
     with pytest.raises(MergeSourceError):
         merge_into(
-            spark, action_specs.MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
+            spark, MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
         )
     assert _refs(lake, table) == {"main": main}
 
@@ -246,15 +248,15 @@ def test_a_failed_merge_into_a_new_branch_leaves_no_branch_behind(spark, lake, t
 def test_tag_with_retention_and_replace(spark, lake, table):
     write_table(spark, write_spec(table, "create", ROWS))
     first = lake.current_snapshot_id(table)
-    tag_snapshot(spark, action_specs.TagSpec(table, tag="eod_20240102", retain_days=7).validated())
+    tag_snapshot(spark, TagSpec(table, tag="eod_20240102", retain_days=7).validated())
     write_table(spark, write_spec(table, "append", ROWS))
-    result = tag_snapshot(spark, action_specs.TagSpec(table, tag="eod_20240102").validated())
+    result = tag_snapshot(spark, TagSpec(table, tag="eod_20240102").validated())
 
     ref = lake.load(table).metadata.refs["eod_20240102"]
     assert result["snapshot_id"] == ref.snapshot_id == lake.current_snapshot_id(table) != first
     assert ref_snapshot_id(spark, table, "eod_20240102", "TAG") == ref.snapshot_id
     retained = tag_snapshot(
-        spark, action_specs.TagSpec(table, tag="keep", snapshot_id=first, retain_days=7).validated()
+        spark, TagSpec(table, tag="keep", snapshot_id=first, retain_days=7).validated()
     )
     assert retained["snapshot_id"] == first
     assert lake.load(table).metadata.refs["keep"].max_ref_age_ms == 7 * 24 * 3600 * 1000
@@ -267,7 +269,7 @@ def _markers(lake, table) -> dict[str, int]:
 def test_a_retried_tag_never_moves_the_tag_to_a_later_snapshot(spark, lake, table):
     write_table(spark, write_spec(table, "create", ROWS))
     first = lake.current_snapshot_id(table)
-    spec = action_specs.TagSpec(table, tag="eod_20240102", retain_days=7)
+    spec = TagSpec(table, tag="eod_20240102", retain_days=7)
     assert run_ref_action(spark, spec)["snapshot_id"] == first
     write_table(spark, write_spec(table, "append", ROWS))  # another writer: main moves on
     state = lake.state(table)
@@ -318,7 +320,7 @@ def test_a_tag_try_killed_after_recording_its_snapshot_is_finished_by_its_retry(
         raise Killed
 
     monkeypatch.setattr(branches, "record_snapshot", record_then_die)
-    spec = action_specs.TagSpec(table, tag="eod_20240102")
+    spec = TagSpec(table, tag="eod_20240102")
     with pytest.raises(Killed):
         run_ref_action(spark, spec)
     assert "eod_20240102" not in _refs(lake, table) and list(_markers(lake, table).values()) == [first]
@@ -334,7 +336,7 @@ def test_a_tag_of_a_given_snapshot_is_idempotent_by_itself_and_never_replaced_un
     write_table(spark, write_spec(table, "create", ROWS))
     first = lake.current_snapshot_id(table)
     second = write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"]
-    spec = action_specs.TagSpec(table, tag="keep", snapshot_id=first, replace=False)
+    spec = TagSpec(table, tag="keep", snapshot_id=first, replace=False)
     run_ref_action(spark, spec)
     state = lake.state(table)
     retried = run_ref_action(spark, spec)
@@ -345,7 +347,7 @@ def test_a_tag_of_a_given_snapshot_is_idempotent_by_itself_and_never_replaced_un
         match=rf"tag 'keep' of table .* already names snapshot {first}, not {second}, and replace=False: "
         "nothing changed",
     ):
-        other_task = action_specs.TagSpec(table, tag="keep", snapshot_id=second, replace=False)
+        other_task = TagSpec(table, tag="keep", snapshot_id=second, replace=False)
         run_ref_action(spark, other_task, commit_id="another:task")
     assert lake.state(table) == state
 
@@ -358,10 +360,10 @@ def _branch_change(kind: str, branch: str = "audit", **fields):
         )
     if kind == "merge":
         source = Source(query=fields.pop("source", values_query([(1, "A"), (9, "i")], "id, name")))
-        return merge_into, action_specs.MergeSpec(
+        return merge_into, MergeSpec(
             fields.pop("table"), source=source, keys=("id",), branch=branch, **fields
         ).validated()
-    return delete_from, action_specs.DeleteSpec(
+    return delete_from, DeleteSpec(
         fields.pop("table"), condition="id = 2", branch=branch, **fields
     ).validated()
 
@@ -374,7 +376,7 @@ def test_a_branch_write_retried_after_its_branch_was_published_and_dropped_reuse
     write_table(spark, write_spec(table, "create", ROWS, table_properties={"format-version": "2"}))
     change, spec = _branch_change(kind, table=table)
     first = change(spark, spec, commit_id=f"wap:{kind}", reuse_commit=True)
-    publish_branch(spark, action_specs.PublishSpec(table, branch="audit", drop_branch=True).validated())
+    publish_branch(spark, PublishSpec(table, branch="audit", drop_branch=True).validated())
     state, rows = lake.state(table), lake.rows(table)
 
     retried = change(spark, spec, commit_id=f"wap:{kind}", reuse_commit=True)
@@ -414,7 +416,7 @@ def _failed_audit(spark, lake, table, branch: str = "audit_20240103") -> int:
     write_table(spark, write_spec(table, "create", ROWS, table_properties={"format-version": "2"}))
     merge_into(
         spark,
-        action_specs.MergeSpec(table, source=Source(query=STALE), keys=("id",), branch=branch).validated(),
+        MergeSpec(table, source=Source(query=STALE), keys=("id",), branch=branch).validated(),
         commit_id="wap:merge_changes:run:1",
     )
     write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))  # main moves on
@@ -452,7 +454,7 @@ def test_reset_branch_starts_a_stale_branch_afresh_from_main_and_a_retry_reuses_
     assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == head
     assert lake.state(table) == state  # found before any reset: the branch is not reset again
     publish_branch(
-        spark, action_specs.PublishSpec(table, branch="audit_20240103", drop_branch=True).validated()
+        spark, PublishSpec(table, branch="audit_20240103", drop_branch=True).validated()
     )
     again = change(spark, spec, commit_id="wap:merge_changes:run:2", reuse_commit=True)  # after the publish
     assert (again["snapshot_id"], again["found_on_branch"]) == (head, "main")
@@ -535,7 +537,7 @@ def test_a_failed_branch_write_never_drops_a_branch_another_writer_created_meanw
     duplicates = Source(query=values_query([(5, "x"), (5, "y")], "id, name"))
     with pytest.raises(MergeSourceError):
         merge_into(
-            spark, action_specs.MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
+            spark, MergeSpec(table, source=duplicates, keys=("id",), branch="audit").validated()
         )
     assert _refs(lake, table).get("audit") == other[0], "the other writer's branch and commit were dropped"
     assert lake.ids(table, other[0]) == [1, 2, 7]
@@ -606,7 +608,7 @@ def test_a_pinned_publish_retried_after_its_snapshot_expired_never_says_it_was_n
     published; once that is expired too, it says it may have been, and changes nothing.
     """
     audited = _audited_branch(spark, table)
-    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     run_ref_action(spark, spec)  # published and dropped; Airflow lost the success
     child = write_table(spark, write_spec(table, "append", OTHER_WRITER))["snapshot_id"]
     expire = (
@@ -646,7 +648,7 @@ def test_a_pin_already_in_mains_history_with_newer_commits_on_the_branch_says_th
     newer = write_table(spark, write_spec(table, "append", OTHER_WRITER, branch="audit"))["snapshot_id"]
     state = lake.state(table)
     result = run_ref_action(
-        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=main, drop_branch=True)
+        spark, PublishSpec(table, branch="audit", expected_snapshot_id=main, drop_branch=True)
     )
     assert lake.state(table) == state and _refs(lake, table) == {"main": main, "audit": newer}
     assert (result["already_published"], result["snapshot_id"], result["previous_snapshot_id"]) == (
@@ -682,7 +684,7 @@ def test_a_publish_whose_outcome_is_unknown_says_so_and_its_retry_finds_it_publi
         )
 
     monkeypatch.setattr(publish, "procedure_call", fast_forward_then_the_stream_drops)
-    spec = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited)
+    spec = PublishSpec(table, branch="audit", expected_snapshot_id=audited)
     with pytest.raises(
         TableStateError, match=r"the outcome is unknown .* Retrying the task is safe"
     ) as raised:
@@ -713,7 +715,7 @@ def test_reset_branch_refuses_to_drop_a_commit_another_task_of_the_run_made_on_t
     write_table(spark, write_spec(table, "create", ROWS))
     first = merge_into(
         spark,
-        action_specs.MergeSpec(
+        MergeSpec(
             table, source=Source(query=OTHER_WRITER), keys=("id",), branch="audit", reset_branch=True
         ).validated(),
         commit_id="wap:merge:run:1",
@@ -746,7 +748,7 @@ def test_reset_branch_refuses_to_drop_a_commit_another_task_of_the_run_made_on_t
     )
     again = merge_into(
         spark,
-        action_specs.MergeSpec(
+        MergeSpec(
             table, source=Source(query=OTHER_WRITER), keys=("id",), branch="audit", reset_branch=True
         ).validated(),
         commit_id="wap:merge:run:2",
@@ -782,16 +784,16 @@ def test_a_hostile_table_name_survives_every_ref_action(spark, lake, publish_pat
         reuse_commit=True,
     )["snapshot_id"]
     published = run_ref_action(
-        spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
+        spark, PublishSpec(table, branch="audit", expected_snapshot_id=audited, drop_branch=True)
     )
     assert published["snapshot_id"] == audited and _refs(lake, table) == {"main": audited}
-    run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="wap:tag")
+    run_ref_action(spark, TagSpec(table, tag="eod"), commit_id="wap:tag")
     assert _refs(lake, table)["eod"] == audited
-    run_ref_action(spark, action_specs.RollbackSpec(table, snapshot_id=good), commit_id="wap:rb")
+    run_ref_action(spark, RollbackSpec(table, snapshot_id=good), commit_id="wap:rb")
     assert lake.current_snapshot_id(table) == good and lake.ids(table) == [1, 2]
     merged = merge_into(
         spark,
-        action_specs.MergeSpec(
+        MergeSpec(
             table,
             source=Source(query=values_query([(1, "A")], "id, name")),
             keys=("id",),
@@ -817,7 +819,7 @@ def test_a_pin_on_another_branch_and_a_target_created_meanwhile_are_refused(
     )["snapshot_id"]
     state = lake.state(table)
     with pytest.raises(TableStateError, match=rf"snapshot {elsewhere} is not in the branch's history"):
-        run_ref_action(spark, action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=elsewhere))
+        run_ref_action(spark, PublishSpec(table, branch="audit", expected_snapshot_id=elsewhere))
     assert lake.state(table) == state
 
     decide = publish.decide
@@ -828,7 +830,7 @@ def test_a_pin_on_another_branch_and_a_target_created_meanwhile_are_refused(
         return decision
 
     monkeypatch.setattr(publish, "decide", decide_then_another_task_creates_the_target)
-    spec = action_specs.PublishSpec(
+    spec = PublishSpec(
         table,
         branch="audit",
         target_branch="release",
@@ -860,5 +862,5 @@ def test_two_tag_tries_racing_to_record_both_tag_the_snapshot_the_winner_recorde
         create_marker(spark_, history, name, snapshot_id)
 
     monkeypatch.setattr(retry_markers, "create_marker", a_zombie_try_records_first)
-    tagged = run_ref_action(spark, action_specs.TagSpec(table, tag="eod"), commit_id="eod:tag")
+    tagged = run_ref_action(spark, TagSpec(table, tag="eod"), commit_id="eod:tag")
     assert tagged["snapshot_id"] == raced[0] == _refs(lake, table)["eod"] != first

@@ -10,9 +10,10 @@ import pytest
 from airflow_iceberg.jobs import table_state
 from airflow_iceberg.jobs.commits import earlier_commit
 from airflow_iceberg.jobs.iceberg_job import run
-from airflow_iceberg.jobs.job_spec import JobRequest, OrphanFilesSpec, parse_argv
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
+from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
 from airflow_iceberg.jobs.table_state import find_commit, ref_head
 from airflow_iceberg.jobs.writes import with_default_validate_from, write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 from airflow_iceberg.jobs import iceberg_job
-from airflow_iceberg.jobs.job_spec import JobRequest, Source, WriteSpec
 from airflow_iceberg.jobs.lineage import describe_tables, tables_of
+from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 from tests.jobs.helpers import values_query
 
 

@@ -7,13 +7,11 @@ import json
 import pytest
 
 from airflow_iceberg.jobs import iceberg_job
-from airflow_iceberg.jobs.job_spec import (
-    InvalidSpecError,
-    JobRequest,
-    ReadSpec,
-    Source,
-    WriteSpec,
-)
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 from tests.jobs.helpers import values_query
 
 

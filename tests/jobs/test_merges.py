@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs import action_specs
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, Source
 from airflow_iceberg.jobs.merges import MergeSourceError, delete_from, merge_into
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.table_state import SchemaMismatchError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
@@ -28,8 +29,8 @@ def _table(spark, table: str, mode: str) -> str:
     return table
 
 
-def _merge(table: str, query: str, **fields) -> action_specs.MergeSpec:
-    return action_specs.MergeSpec(table, source=Source(query=query), **fields).validated()
+def _merge(table: str, query: str, **fields) -> MergeSpec:
+    return MergeSpec(table, source=Source(query=query), **fields).validated()
 
 
 CDC_CLAUSES = (
@@ -189,7 +190,7 @@ def test_delete_commits_with_the_commit_id_and_a_retry_returns_that_commit(spark
     _table(spark, table, "merge-on-read")
     deleted = delete_from(
         spark,
-        action_specs.DeleteSpec(table, condition="score >= 20").validated(),
+        DeleteSpec(table, condition="score >= 20").validated(),
         commit_id=TRY_KEY,
         reuse_commit=True,
     )
@@ -198,7 +199,7 @@ def test_delete_commits_with_the_commit_id_and_a_retry_returns_that_commit(spark
     assert lake.summary(table)["airflow-iceberg.commit-id"] == TRY_KEY
     retried = delete_from(
         spark,
-        action_specs.DeleteSpec(table, condition="score >= 20").validated(),
+        DeleteSpec(table, condition="score >= 20").validated(),
         commit_id=TRY_KEY,
         reuse_commit=True,
     )
@@ -217,7 +218,7 @@ def test_a_delete_that_matches_nothing_makes_an_empty_commit_unless_spark_folds_
     for condition, operation in (("id = 99", "delete"), ("length(name) = 99", "overwrite")):
         head = lake.current_snapshot_id(table)
         result = delete_from(
-            spark, action_specs.DeleteSpec(table, condition=condition).validated(), commit_id=condition
+            spark, DeleteSpec(table, condition=condition).validated(), commit_id=condition
         )
         assert result["snapshot_id"] == lake.current_snapshot_id(table)
         assert lake.snapshot(table, result["snapshot_id"]).parent_snapshot_id == head
@@ -229,7 +230,7 @@ def test_a_delete_that_matches_nothing_makes_an_empty_commit_unless_spark_folds_
         assert [result[count] for count in counts] == [0, 0, 0]
         assert lake.rows(table) == rows
     state = lake.state(table)
-    folded = delete_from(spark, action_specs.DeleteSpec(table, condition="1 = 0").validated(), commit_id="f")
+    folded = delete_from(spark, DeleteSpec(table, condition="1 = 0").validated(), commit_id="f")
     assert lake.state(table) == state  # Spark drops a delete whose condition is always false
     assert (folded["committed"], folded["snapshot_id"]) == (False, None)
 
@@ -256,7 +257,7 @@ def test_merge_and_delete_counts_say_how_many_rows_went_on_both_modes(spark, lak
     # (v3: its deletion vector), whose entries repeat the earlier ones (removed-position-deletes).
     for condition, went in (("id = 2", 1), ("id IN (1, 4)", 2)):
         live = len(lake.rows(table))
-        deleted = delete_from(spark, action_specs.DeleteSpec(table, condition=condition).validated())
+        deleted = delete_from(spark, DeleteSpec(table, condition=condition).validated())
         assert deleted["record_count_change"] == len(lake.rows(table)) - live == -went
         if mode == "merge-on-read":
             assert (deleted["deleted_records"], deleted["added_records"]) == (went, 0)
@@ -268,7 +269,7 @@ def test_merge_and_delete_counts_say_how_many_rows_went_on_both_modes(spark, lak
 def test_a_merge_and_a_delete_are_one_commit_each_and_their_retries_change_nothing(spark, lake, table, mode):
     _table(spark, table, mode)
     merge = _merge(table, CHANGES, keys=("id",), clauses=CDC_CLAUSES)
-    delete = action_specs.DeleteSpec(table, condition="id = 2").validated()
+    delete = DeleteSpec(table, condition="id = 2").validated()
     made = []
     for action, spec, commit_id in ((merge_into, merge, "cdc:merge"), (delete_from, delete, "cdc:delete")):
         before = {s.snapshot_id for s in lake.snapshots(table)}
@@ -330,12 +331,12 @@ def test_a_merge_key_in_backticks_is_found(spark, lake, table):
     spark.sql(f"CREATE TABLE {table} (`order id` int, name string) USING iceberg")
     spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
     source = Source(query="SELECT 1 AS `order id`, 'A' AS name UNION ALL SELECT 2, 'b'")
-    merge_into(spark, action_specs.MergeSpec(table, source=source, keys=("`order id`",)).validated())
+    merge_into(spark, MergeSpec(table, source=source, keys=("`order id`",)).validated())
     rows = lake.rows(table, sort_by="order id")
     assert [(row["order id"], row["name"]) for row in rows] == [(1, "A"), (2, "b")]
     duplicates = Source(query="SELECT 3 AS `order id`, 'x' AS name UNION ALL SELECT 3, 'y'")
     with pytest.raises(MergeSourceError, match=r"one row per key \(order id\) .* \(order id=3\) 2 rows"):
-        merge_into(spark, action_specs.MergeSpec(table, source=duplicates, keys=("`order id`",)).validated())
+        merge_into(spark, MergeSpec(table, source=duplicates, keys=("`order id`",)).validated())
 
 
 UPSERT_A = values_query([(1, "A")], "id, name")
@@ -368,7 +369,7 @@ def test_an_invalid_merge_is_reported_as_sparks_refusal_not_as_a_duplicate_key(
     """
     write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
     state = lake.state(table)
-    spec = action_specs.MergeSpec(
+    spec = MergeSpec(
         table, source=Source(query=source), keys=("id",), clauses=(clause,)
     ).validated()
     with pytest.raises(Exception) as raised:
@@ -395,10 +396,10 @@ def test_record_count_change_of_a_copy_on_write_merge_of_files_with_merge_on_rea
     }
     start = values_query([(i, f"n{i}") for i in range(1, 11)], "id, name")
     write_table(spark, write_spec(table, "create", start, table_properties=properties))
-    delete_from(spark, action_specs.DeleteSpec(table, condition="id IN (1, 2, 3)").validated())
+    delete_from(spark, DeleteSpec(table, condition="id IN (1, 2, 3)").validated())
     live = len(lake.rows(table))
     upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
-    merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
+    merged = merge_into(spark, MergeSpec(table, source=upsert, keys=("id",)).validated())
     assert len(lake.rows(table)) == live == 7
     # Copy-on-write rewrites the file holding id 5 with its live rows only (a file per task).
     assert merged["added_records"] == int(lake.summary(table)["added-records"]) > 0
@@ -409,7 +410,7 @@ def test_record_count_change_of_a_copy_on_write_merge_of_files_with_merge_on_rea
     else:
         assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged
         assert "may have marked rows in (merge-on-read deletes" in merged["record_count_unknown"]
-    then = delete_from(spark, action_specs.DeleteSpec(table, condition="id = 10").validated())
+    then = delete_from(spark, DeleteSpec(table, condition="id = 10").validated())
     assert then["record_count_change"] == -1  # merge-on-read again: exact
 
 
@@ -455,7 +456,7 @@ def test_record_count_change_is_unknown_after_another_engines_equality_deletes_o
     _equality_delete(spark, table, [1, 2, 3])
     live = spark.table(table).count()
     upsert = Source(query=values_query([(5, "five")], "id, name"))  # one update, no insert
-    merged = merge_into(spark, action_specs.MergeSpec(table, source=upsert, keys=("id",)).validated())
+    merged = merge_into(spark, MergeSpec(table, source=upsert, keys=("id",)).validated())
     summary = lake.summary(table, merged["snapshot_id"])
     assert spark.table(table).count() == live == 7 and int(summary["total-equality-deletes"]) == 3
     assert (merged["record_count_change"], merged["deleted_records"]) == (None, None), merged

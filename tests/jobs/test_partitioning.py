@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.table_state import SchemaMismatchError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import write_spec

@@ -11,9 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY, InvalidSpecError, ReadSpec
 from airflow_iceberg.jobs.reads import read_frame, read_table, resolve_snapshot
 from airflow_iceberg.jobs.scan import with_spark_time_travel
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableAlreadyExistsError,

@@ -12,11 +12,15 @@ import uuid
 
 import pytest
 
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.branches import tag_snapshot
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, Source, quote_name, split_identifier
 from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.branches import TagSpec
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.identifiers import quote_name, split_identifier
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.upkeep import ExpireSnapshotsSpec, RewriteDataFilesSpec
 from airflow_iceberg.jobs.upkeep import expire_snapshots, rewrite_data_files
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import CATALOG, read_spec, write_spec
@@ -40,7 +44,7 @@ def test_dashed_namespace_and_upper_case_table_through_create_append_overwrite_r
     write_table(spark, write_spec(table, "overwrite", bob, condition="id = 2"))
     merge_into(
         spark,
-        action_specs.MergeSpec(
+        MergeSpec(
             table,
             source=Source(query="SELECT * FROM VALUES (3, 'CID'), (4, 'dee') AS v(id, `Client-Name`)"),
             keys=("id",),
@@ -112,15 +116,15 @@ def test_a_name_holding_sql_stays_one_name_through_sql_procedures_and_branches(
     # A branch write: ALTER TABLE ... CREATE BRANCH, then writeTo(<table>.branch_audit).
     write_table(spark, write_spec(table, "append", row.format(2, 3), branch="audit"))
     write_table(spark, write_spec(table, "append", row.format(3, 4)))
-    tag_snapshot(spark, action_specs.TagSpec(table, tag="eod").validated())
-    delete_from(spark, action_specs.DeleteSpec(table, condition="id = 3").validated())
+    tag_snapshot(spark, TagSpec(table, tag="eod").validated())
+    delete_from(spark, DeleteSpec(table, condition="id = 3").validated())
     compacted = rewrite_data_files(  # CALL with table => '<quoted name, escaped>' and a quoted sort order
         spark,
-        action_specs.RewriteDataFilesSpec(
+        RewriteDataFilesSpec(
             table, strategy="sort", sort_order="`order-date` DESC", options={"rewrite-all": "true"}
         ).validated(),
     )
-    expired = expire_snapshots(spark, action_specs.ExpireSnapshotsSpec(table, retain_last=1).validated())
+    expired = expire_snapshots(spark, ExpireSnapshotsSpec(table, retain_last=1).validated())
 
     assert (warehouse / "db" / HOSTILE / "metadata").is_dir()
     assert lake.ids(table) == [1]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import Source
+from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableNotFoundError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec

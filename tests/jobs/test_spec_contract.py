@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import (
-    InvalidSpecError,
-    JobRequest,
-    ReadSpec,
-    Source,
-    WriteSpec,
-    parse_argv,
-)
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 
 QUERY = Source(query="SELECT 1 AS id, TIMESTAMP'2024-01-01 00:00:00' AS ts, 'a' AS name")
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.table_state import TableNotFoundError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import read_spec, values_query, write_spec

@@ -6,12 +6,21 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs import action_specs, upkeep
+from airflow_iceberg.jobs import upkeep
 from airflow_iceberg.jobs.branches import procedure_call, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, JobRequest
 from airflow_iceberg.jobs.merges import delete_from
 from airflow_iceberg.jobs.publish import publish_branch
+from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.upkeep import (
+    ExpireSnapshotsSpec,
+    RewriteDataFilesSpec,
+    RewriteManifestsSpec,
+    RewritePositionDeletesSpec,
+)
 from airflow_iceberg.jobs.table_state import TableStateError
 from airflow_iceberg.jobs.upkeep import (
     expire_snapshots,
@@ -54,7 +63,7 @@ def test_compaction_keeps_every_row_in_fewer_larger_files(spark, lake, table):
     rows, files = lake.rows(table), lake.data_files(table)
 
     result = rewrite_data_files(
-        spark, action_specs.RewriteDataFilesSpec(table, options={"min-input-files": "2"}).validated()
+        spark, RewriteDataFilesSpec(table, options={"min-input-files": "2"}).validated()
     )
 
     compacted = lake.data_files(table)
@@ -71,7 +80,7 @@ def test_sort_compaction_of_one_partition_only(spark, lake, table):
     rows = lake.rows(table)
     result = rewrite_data_files(
         spark,
-        action_specs.RewriteDataFilesSpec(
+        RewriteDataFilesSpec(
             table,
             strategy="sort",
             sort_order="id DESC NULLS LAST",
@@ -87,12 +96,12 @@ def test_sort_compaction_of_one_partition_only(spark, lake, table):
 def test_expiry_drops_old_snapshots_but_keeps_the_tagged_one_for_time_travel(spark, lake, table):
     _small_files(spark, table, batches=3)
     first, second, *_ = [s.snapshot_id for s in lake.snapshots(table)]
-    tag_snapshot(spark, action_specs.TagSpec(table, tag="month_end", snapshot_id=second).validated())
+    tag_snapshot(spark, TagSpec(table, tag="month_end", snapshot_id=second).validated())
     current = lake.current_snapshot_id(table)
 
     result = expire_snapshots(
         spark,
-        action_specs.ExpireSnapshotsSpec(
+        ExpireSnapshotsSpec(
             table, older_than=int(time.time() * 1000) + 1000, retain_last=1
         ).validated(),
     )
@@ -120,14 +129,14 @@ def test_rewrite_manifests_and_position_deletes_keep_the_rows(spark, lake, table
         ),
     )
     for condition in ("id = 1", "id = 4"):  # a row of each data file: position deletes, not file drops
-        delete_from(spark, action_specs.DeleteSpec(table, condition=condition).validated())
+        delete_from(spark, DeleteSpec(table, condition=condition).validated())
     rows = lake.rows(table)
     assert [r["id"] for r in rows] == [0, 2, 3, 5]
 
     deletes = rewrite_position_deletes(
-        spark, action_specs.RewritePositionDeletesSpec(table, options={"rewrite-all": "true"}).validated()
+        spark, RewritePositionDeletesSpec(table, options={"rewrite-all": "true"}).validated()
     )
-    manifests = rewrite_manifests(spark, action_specs.RewriteManifestsSpec(table).validated())
+    manifests = rewrite_manifests(spark, RewriteManifestsSpec(table).validated())
 
     assert lake.rows(table) == rows
     assert deletes["rewritten_delete_files_count"] == 2
@@ -139,21 +148,21 @@ def test_rollback_to_a_snapshot_and_to_a_timestamp_makes_it_current(spark, lake,
     first, second, third = [s.snapshot_id for s in lake.snapshots(table)]
     second_at = lake.snapshot(table, second).timestamp_ms
 
-    by_time = rollback(spark, action_specs.RollbackSpec(table, timestamp=second_at + 1).validated())
+    by_time = rollback(spark, RollbackSpec(table, timestamp=second_at + 1).validated())
     assert lake.current_snapshot_id(table) == second == by_time["current_snapshot_id"]
     assert by_time["previous_snapshot_id"] == third
-    by_id = rollback(spark, action_specs.RollbackSpec(table, snapshot_id=first).validated())
+    by_id = rollback(spark, RollbackSpec(table, snapshot_id=first).validated())
     assert lake.current_snapshot_id(table) == first == by_id["snapshot_id"]
     assert lake.ids(table) == [0]
-    again = rollback(spark, action_specs.RollbackSpec(table, snapshot_id=first).validated())  # a retry
+    again = rollback(spark, RollbackSpec(table, snapshot_id=first).validated())  # a retry
     assert again["snapshot_id"] == first
 
 
-def _target(spec_field: str, lake, table, snapshot_id: int) -> action_specs.RollbackSpec:
+def _target(spec_field: str, lake, table, snapshot_id: int) -> RollbackSpec:
     if spec_field == "snapshot_id":
-        return action_specs.RollbackSpec(table, snapshot_id=snapshot_id).validated()
+        return RollbackSpec(table, snapshot_id=snapshot_id).validated()
     just_after = lake.snapshot(table, snapshot_id).timestamp_ms + 1
-    return action_specs.RollbackSpec(table, timestamp=just_after).validated()
+    return RollbackSpec(table, timestamp=just_after).validated()
 
 
 @pytest.mark.parametrize("spec_field", ["snapshot_id", "timestamp"])
@@ -192,7 +201,7 @@ def test_a_rollback_killed_after_recording_where_main_was_is_finished_by_its_ret
         raise Killed
 
     monkeypatch.setattr(rollback_module, "record_snapshot", record_then_die)
-    spec = action_specs.RollbackSpec(table, snapshot_id=first).validated()
+    spec = RollbackSpec(table, snapshot_id=first).validated()
     with pytest.raises(Killed):
         rollback(spark, spec, COMMIT_ID)
     refs = lake.load(table).metadata.refs
@@ -217,13 +226,13 @@ def test_a_rollback_to_a_snapshot_outside_mains_history_is_refused_clearly(spark
         match=rf"cannot roll back table {table} to snapshot {branched}: it is not in main's history "
         r"\(it is on branch audit\); main is at \d+, .* Nothing changed. Roll back to an ancestor",
     ):
-        rollback(spark, action_specs.RollbackSpec(table, snapshot_id=branched).validated(), COMMIT_ID)
+        rollback(spark, RollbackSpec(table, snapshot_id=branched).validated(), COMMIT_ID)
     with pytest.raises(TableStateError, match=rf"back table {table} to snapshot 12345: it is not a snapshot"):
-        rollback(spark, action_specs.RollbackSpec(table, snapshot_id=12345).validated())
+        rollback(spark, RollbackSpec(table, snapshot_id=12345).validated())
     with pytest.raises(
         TableStateError, match=r"no snapshot of main's history was committed before it .* Nothing changed"
     ):
-        rollback(spark, action_specs.RollbackSpec(table, timestamp=first_at).validated())
+        rollback(spark, RollbackSpec(table, timestamp=first_at).validated())
     assert lake.state(table) == state
 
 
@@ -231,7 +240,7 @@ def test_a_where_that_is_not_one_expression_is_refused(spark, lake, table):
     _small_files(spark, table, batches=1)
     state = lake.state(table)
     with pytest.raises(InvalidSpecError, match="not one SQL expression"):
-        rewrite_data_files(spark, action_specs.RewriteDataFilesSpec(table, where="id = 1 OR").validated())
+        rewrite_data_files(spark, RewriteDataFilesSpec(table, where="id = 1 OR").validated())
     assert lake.state(table) == state
 
 
@@ -254,7 +263,7 @@ def test_expiry_counts_the_snapshots_that_went_even_when_a_commit_lands_meanwhil
     monkeypatch.setattr(upkeep, "procedure_call", expire_then_another_writer_commits)
     result = expire_snapshots(
         spark,
-        action_specs.ExpireSnapshotsSpec(
+        ExpireSnapshotsSpec(
             table, older_than=int(time.time() * 1000) + 1000, retain_last=1
         ).validated(),
     )
@@ -271,16 +280,16 @@ def _pending_audit(spark, lake, table) -> tuple[int, int]:
     spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit_old AS OF VERSION {first}")  # main moved past it
     write_table(spark, write_spec(table, "append", values_query([(7, "d1")], "id, day"), branch="dev"))
     delete_from(
-        spark, action_specs.DeleteSpec(table, condition="id = 1", branch="audit_20240102").validated()
+        spark, DeleteSpec(table, condition="id = 1", branch="audit_20240102").validated()
     )
     refs = lake.load(table).metadata.refs
     return refs["main"].snapshot_id, refs["audit_20240102"].snapshot_id
 
 
 WAITING_SPECS = [
-    (rewrite_data_files, action_specs.RewriteDataFilesSpec, {"options": {"min-input-files": "2"}}),
-    (rewrite_position_deletes, action_specs.RewritePositionDeletesSpec, {"options": {"rewrite-all": "true"}}),
-    (rewrite_manifests, action_specs.RewriteManifestsSpec, {}),
+    (rewrite_data_files, RewriteDataFilesSpec, {"options": {"min-input-files": "2"}}),
+    (rewrite_position_deletes, RewritePositionDeletesSpec, {"options": {"rewrite-all": "true"}}),
+    (rewrite_manifests, RewriteManifestsSpec, {}),
 ]
 #: The procedure each of them would have run.
 PROCEDURES = ["rewrite_data_files", "rewrite_position_delete_files", "rewrite_manifests"]
@@ -299,9 +308,9 @@ def test_compaction_waits_while_a_matching_branch_is_pending_publish_and_runs_on
         assert (waited["previous_snapshot_id"], waited["snapshot_id"]) == (main, main)
     assert lake.state(table) == state  # nothing ran: no snapshot, no metadata change
 
-    published = publish_branch(spark, action_specs.PublishSpec(table, branch="audit_20240102").validated())
+    published = publish_branch(spark, PublishSpec(table, branch="audit_20240102").validated())
     assert published["snapshot_id"] == pending  # the fast-forward still works: main did not move
-    spec = action_specs.RewriteDataFilesSpec(
+    spec = RewriteDataFilesSpec(
         table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
     ).validated()
     # Published but not dropped, the branch is at main's head: a branch write in flight looks so.
@@ -336,14 +345,14 @@ def test_a_retried_rollback_never_undoes_a_commit_that_brought_its_snapshot_back
     good = lake.current_snapshot_id(table)
     bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
     write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name"), branch="audit"))
-    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+    spec = RollbackSpec(table, snapshot_id=good)
     first = run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # its success is lost
     assert lake.current_snapshot_id(table) == good and first["previous_snapshot_id"] == bad["snapshot_id"]
     after = write_table(
         spark, write_spec(table, "append", values_query([(4, "d")], "id, name"), branch="audit")
     )["snapshot_id"]
     state = lake.state(table)
-    publish = action_specs.PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True)
+    publish = PublishSpec(table, branch="audit", expected_snapshot_id=after, drop_branch=True)
     with pytest.raises(
         TableStateError,
         match=rf"its history holds snapshot {bad['snapshot_id']}, which was in main's history once and was "
@@ -372,7 +381,7 @@ def test_a_rollback_retry_after_the_table_was_replaced_is_refused_and_changes_no
     write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
     good = lake.current_snapshot_id(table)
     bad = write_table(spark, write_spec(table, "append", values_query([(66, "bad")], "id, name")))
-    spec = action_specs.RollbackSpec(table, snapshot_id=good)
+    spec = RollbackSpec(table, snapshot_id=good)
 
     def killed_before_rolling_back(*args, **kwargs):
         raise Killed
@@ -403,7 +412,7 @@ def test_a_rollback_whose_outcome_is_unknown_says_so_and_its_retry_finishes_it(
 
     _small_files(spark, table, batches=1)
     first, second = [s.snapshot_id for s in lake.snapshots(table)]
-    spec = action_specs.RollbackSpec(table, snapshot_id=first).validated()
+    spec = RollbackSpec(table, snapshot_id=first).validated()
 
     def commits_then_the_answer_is_lost(spark_, *args):
         procedure_call(spark_, *args)
@@ -429,13 +438,13 @@ def test_compaction_waiting_for_branches_waits_for_a_branch_write_in_flight(spar
     day's publish then fast-forwards main. After the publish (drop_branch) it compacts.
     """
     from airflow_iceberg.jobs import merges
-    from airflow_iceberg.jobs.job_spec import Source
+    from airflow_iceberg.jobs.spec.sources import Source
     from tests.jobs.test_branches import run_ref_action
 
     write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
     write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))
     main = lake.current_snapshot_id(table)
-    compaction = action_specs.RewriteDataFilesSpec(
+    compaction = RewriteDataFilesSpec(
         table, wait_for_branches=("audit_*",), options={"min-input-files": "2"}
     ).validated()
     commit_sql = merges._commit_sql
@@ -448,13 +457,13 @@ def test_compaction_waiting_for_branches_waits_for_a_branch_write_in_flight(spar
     monkeypatch.setattr(merges, "_commit_sql", the_daily_compaction_runs_while_the_merge_runs)
     source = Source(query=values_query([(1, "A"), (4, "d")], "id, name"))
     merged = merges.merge_into(
-        spark, action_specs.MergeSpec(table, source=source, keys=("id",), branch="audit_20240102").validated()
+        spark, MergeSpec(table, source=source, keys=("id",), branch="audit_20240102").validated()
     )
     monkeypatch.undo()
     assert compacted[0]["skipped"] is True and compacted[0]["snapshot_id"] == main
     assert compacted[0]["waiting_for_branches"] == [{"branch": "audit_20240102", "snapshot_id": main}]
     assert "blocks compaction until it is published with drop_branch, or dropped" in compacted[0]["reason"]
-    publish = action_specs.PublishSpec(
+    publish = PublishSpec(
         table, branch="audit_20240102", expected_snapshot_id=merged["snapshot_id"], drop_branch=True
     )
     run_ref_action(spark, publish)

@@ -12,9 +12,13 @@ import uuid
 
 import pytest
 
-from airflow_iceberg.jobs import job_spec, user_sql
-from airflow_iceberg.jobs.job_spec import InvalidSpecError, ReadSpec, Source, WriteSpec
+from airflow_iceberg.jobs import user_sql
 from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.sql_text import validate_query
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import CATALOG, NAMESPACE, values_query, write_spec
 
@@ -89,7 +93,7 @@ def test_sparks_parser_alone_refuses_every_statement(spark, tables, name):
 def test_a_statement_that_slips_past_the_text_check_is_named_by_sparks_parser(spark, tables):
     _, text, unchanged = tables
     query = text("cte_delete_nested_comment")
-    assert job_spec.validate_query(query) == query  # the cheap check is not complete ...
+    assert validate_query(query) == query  # the cheap check is not complete ...
     with pytest.raises(InvalidSpecError, match=r"Spark reads it as DeleteFromTable, a statement that would"):
         user_sql.query_frame(spark, query)  # ... Spark's parser is
     unchanged()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.table_state import TableAlreadyExistsError, TableNotFoundError
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec

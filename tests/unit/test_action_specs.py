@@ -6,28 +6,21 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs.action_specs import (
-    DeleteSpec,
+from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeClause, MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.upkeep import (
     ExpireSnapshotsSpec,
-    MergeClause,
-    MergeSpec,
-    PublishSpec,
+    OrphanFilesSpec,
     RewriteDataFilesSpec,
     RewriteManifestsSpec,
     RewritePositionDeletesSpec,
-    RollbackSpec,
-    TagSpec,
     check_orphan_floor,
     quoted_sort_order,
 )
-from airflow_iceberg.jobs.job_spec import (
-    InvalidSpecError,
-    JobRequest,
-    OrphanFilesSpec,
-    Source,
-    WriteSpec,
-    parse_argv,
-)
+from airflow_iceberg.jobs.spec.writes import WriteSpec
 
 SOURCE = Source(query="SELECT * FROM db.changes")
 DAY_MS = 24 * 3600 * 1000

@@ -14,7 +14,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_iceberg.catalog.spark_settings import SparkSettings
 from airflow_iceberg.exceptions import InvalidCatalogConfigError, InvalidSpecError
-from airflow_iceberg.jobs.job_spec import JobRequest
+from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
 from airflow_iceberg.operators.connect import (
     PROGRESS_INTERVAL_KEY,

@@ -17,9 +17,11 @@ def test_archive_holds_every_job_module_under_its_package_path(tmp_path: Path) -
         names = opened.namelist()
         shipped_job = opened.read("airflow_iceberg/jobs/iceberg_job.py")
         top_init = opened.read("airflow_iceberg/__init__.py").decode()
-    expected = {f"airflow_iceberg/jobs/{path.name}" for path in JOBS_DIR.glob("*.py")}
+    expected = {
+        f"airflow_iceberg/jobs/{path.relative_to(JOBS_DIR).as_posix()}" for path in JOBS_DIR.rglob("*.py")
+    }
     assert set(names) == {"airflow_iceberg/__init__.py", *expected}
-    assert "airflow_iceberg/jobs/job_spec.py" in names and "airflow_iceberg/jobs/writes.py" in names
+    assert "airflow_iceberg/jobs/spec/request.py" in names and "airflow_iceberg/jobs/writes.py" in names
     assert shipped_job == ICEBERG_JOB_PATH.read_bytes()
     assert "import" not in top_init  # the stub must not pull in the Airflow side of the package
 

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg.jobs.job_spec import (
-    InvalidSpecError,
-    JobRequest,
-    ReadSpec,
-    Source,
-    WriteSpec,
-    parse_argv,
+from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.identifiers import (
     parse_column,
-    parse_transform,
     quote_identifier,
     quote_name,
     split_identifier,
     validate_table_identifier,
 )
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.jobs.spec.writes import WriteSpec, parse_transform
 
 
 @pytest.mark.parametrize(
@@ -356,7 +354,7 @@ def test_statements_in_conditions_and_filters_are_refused_before_spark(spec):
      "m MAP<STRING, INT>, s STRUCT<a: INT, b: STRING>"],
 )
 def test_source_schema_round_trips_through_argv_for_writes_and_merges(schema):
-    from airflow_iceberg.jobs.action_specs import MergeSpec
+    from airflow_iceberg.jobs.spec.row_changes import MergeSpec
 
     source = Source(path="/in", format="json", schema=schema)
     for spec in (WriteSpec("db.t", "append", source), MergeSpec("db.t", source=source, keys=("order_id",))):

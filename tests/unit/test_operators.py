@@ -15,7 +15,7 @@ from airflow.sdk import DAG
 from airflow_iceberg.catalog.spark_settings import REDACTION_REGEX
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH
-from airflow_iceberg.jobs.job_spec import JobRequest, parse_argv
+from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergCreateTableOperator,

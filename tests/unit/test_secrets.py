@@ -15,7 +15,7 @@ import pytest
 
 from airflow_iceberg.catalog.config import config_from_fields
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
-from airflow_iceberg.jobs.job_spec import JobRequest
+from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators import IcebergAppendOperator
 
 SENTINEL = "SENTINEL-5e7a"
