@@ -421,3 +421,14 @@ def test_a_partition_column_that_needs_quoting_is_created_with_sql():
         WriteSpec(
             "lake.db.t", "create", QUERY, partition_by=("Région",), write_options={"write-format": "avro"}
         ).validated()
+
+
+def test_every_action_the_parser_knows_has_exactly_one_job_function():
+    """The registry builds the parser; an action added there without a function would parse, then fail."""
+    from airflow_iceberg.jobs.iceberg_job import COMMITTING_ACTIONS, OTHER_ACTIONS, REF_ACTIONS
+    from airflow_iceberg.jobs.spec.registry import ACTION_SPECS
+
+    tables = (COMMITTING_ACTIONS, REF_ACTIONS, OTHER_ACTIONS)
+    dispatched = [spec_class for table in tables for spec_class in table]
+    assert sorted(dispatched, key=str) == sorted(set(ACTION_SPECS.values()), key=str)
+    assert all(spec_class.action == name for name, spec_class in ACTION_SPECS.items())

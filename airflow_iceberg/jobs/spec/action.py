@@ -20,28 +20,38 @@ from airflow_iceberg.jobs.spec.identifiers import validate_table_identifier
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """What every action spec shares: the table, and the argparse plumbing."""
+    """What every action spec shares: the table it acts on, and the four methods of the contract.
 
+    A subclass sets ``action`` and adds its fields; each method extends this one's.
+    """
+
+    #: The job's subcommand for this action (``write``, ``merge``, ``expire-snapshots``, ...).
     action: ClassVar[str]
     table: str
 
     def validated(self) -> Any:
+        """The spec, normalised (options as ``str -> str``, lists as tuples), or
+        :class:`InvalidSpecError` naming the field. The operator and the job both call it."""
         validate_table_identifier(self.table)
         return self
 
     def to_argv(self) -> list[str]:
+        """The job's application arguments for this spec: the subcommand, then its flags."""
         return [self.action, "--table", self.table]
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """Declare on the subcommand's parser the flags :meth:`to_argv` writes."""
         parser.add_argument("--table", required=True)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Any:
+        """The spec back from the parsed flags, not yet validated (:func:`.request.parse_argv` does)."""
         return cls(table=args.table)
 
 
 def pairs_argv(flag: str, pairs: Mapping[str, str]) -> list[str]:
+    """``flag KEY=VALUE`` once per pair: how a map (options, properties) travels in argv."""
     argv: list[str] = []
     for key, value in pairs.items():
         argv += [flag, f"{key}={value}"]
@@ -49,6 +59,7 @@ def pairs_argv(flag: str, pairs: Mapping[str, str]) -> list[str]:
 
 
 def parse_pair(text: str) -> tuple[str, str]:
+    """The argparse ``type`` that reads one :func:`pairs_argv` value back (split at the first ``=``)."""
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -56,6 +67,8 @@ def parse_pair(text: str) -> tuple[str, str]:
 
 
 def require_one(values: Mapping[str, object], what: str, *, allow_none: bool) -> str | None:
+    """The name of the one field of ``values`` that is set; raises when more (or, unless
+    ``allow_none``, fewer) are."""
     chosen = [name for name, value in values.items() if value not in (None, "")]
     if len(chosen) > 1:
         raise InvalidSpecError(f"{what}: give exactly one of {', '.join(values)}; got {', '.join(chosen)}")
@@ -65,6 +78,7 @@ def require_one(values: Mapping[str, object], what: str, *, allow_none: bool) ->
 
 
 def non_negative_int(value: object, what: str, *, positive: bool = False) -> None:
+    """Refuse a ``value`` that is set but not an integer of at least 0 (1 when ``positive``)."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):

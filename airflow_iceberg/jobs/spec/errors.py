@@ -6,6 +6,6 @@ from __future__ import annotations
 class InvalidSpecError(ValueError):
     """A job specification is invalid; the message names the offending field.
 
-    Defined here rather than in ``airflow_iceberg.exceptions`` because this module runs on the
-    cluster without the rest of the package; ``airflow_iceberg.exceptions`` re-exports it.
+    Defined here rather than in ``airflow_iceberg.exceptions`` because the job package runs
+    on the cluster without the Airflow side; ``airflow_iceberg.exceptions`` re-exports it.
     """

@@ -194,7 +194,7 @@ def _validate_sort_order(sort_order: str) -> None:
 def quoted_sort_order(sort_order: str) -> str:
     """The sort order with every column in backticks, as Iceberg's sort-order parser reads it.
 
-    Columns are written bare or in backticks, like every name (:func:`~.split_identifier`).
+    Columns are written bare or in backticks, like every name (:func:`.identifiers.split_identifier`).
     """
     try:
         zorder = _ZORDER_RE.match(sort_order) if not CONTROL_RE.search(sort_order) else None
