@@ -190,6 +190,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_iceberg.operators.merge",
                     "airflow_iceberg.operators.branches",
                     "airflow_iceberg.operators.maintenance",
+                    "airflow_iceberg.operators.health",
                 ],
             }
         ],

@@ -4,17 +4,18 @@
 # The Airflow-side suites (unit, integration with real Airflow, spark-submit and catalog servers)
 # run in two pytest-xdist workers; they spend part of their time waiting on JVMs, servers and the
 # Airflow CLI. Meanwhile, in the background and into their own log (printed when they end): the
-# job suite (one shared local SparkSession) on Spark 3.5, then on Spark 4.0, then the four story
-# DAGs end to end on Spark 4.0's spark-submit (the Airflow side leaves them out; the example DAG
-# runs there on Spark 3.5, and over Spark Connect on a Spark 4.0 server). Any failure fails the
-# whole run.
+# job suite (one shared local SparkSession) on Spark 3.5, then on Spark 4.0, then the example DAG
+# end to end on Spark 4.0's spark-submit (the Airflow side runs it on Spark 3.5, and over Spark
+# Connect on a Spark 4.0 server). Any failure fails the whole run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/local_env.sh
 
 AIRFLOW_SIDE=${AIRFLOW_SIDE:-"tests/unit tests/integration tests/servers"}
 JOB_TESTS=${JOB_TESTS:-tests/jobs}
-SPARK4_STORIES=tests/integration/test_story_dags.py
+# The example DAG's run on a Hadoop catalog; the client-deploy-mode run and the README quickstart
+# (whose connection names no Spark line, so it is Spark 3.5's) stay on the Airflow side.
+SPARK4_EXAMPLE_DAG=(tests/integration/test_example_dag.py -k "not client_deploy_mode and not readme")
 job_log=$(mktemp -t airflow-iceberg-job-tests.XXXXXX)
 
 spark_lines() {
@@ -24,15 +25,15 @@ spark_lines() {
     (SPARK_LINE=$line source scripts/local_env.sh &&
        "$SPARK_VENV/bin/python" -m pytest -q -p no:cacheprovider $JOB_TESTS) || status=1
   done
-  echo "==> the story DAGs on Spark 4.0"
-  (SPARK_LINE=4.0 source scripts/local_env.sh && pytest -q $SPARK4_STORIES) || status=1
+  echo "==> the example DAG on Spark 4.0's spark-submit"
+  (SPARK_LINE=4.0 source scripts/local_env.sh && pytest -q "${SPARK4_EXAMPLE_DAG[@]}") || status=1
   return $status
 }
 
 spark_lines > "$job_log" 2>&1 &
 job_pid=$!
 
-pytest -q -n 2 --dist loadfile --durations=60 --ignore "$SPARK4_STORIES" $AIRFLOW_SIDE
+pytest -q -n 2 --dist loadfile --durations=60 $AIRFLOW_SIDE
 airflow_side=$?
 
 wait "$job_pid"
@@ -40,5 +41,5 @@ lines_status=$?
 cat "$job_log"
 rm -f "$job_log"
 
-echo "==> Airflow-side suites: exit $airflow_side; job suites and the Spark 4.0 story DAGs: exit $lines_status"
+echo "==> Airflow-side suites: exit $airflow_side; job suites and the Spark 4.0 example DAG: exit $lines_status"
 [ "$airflow_side" = 0 ] && [ "$lines_status" = 0 ]

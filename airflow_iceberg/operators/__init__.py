@@ -1,6 +1,7 @@
 """Operators that run Iceberg writes, row-level changes, reads, branches and upkeep through spark-submit."""
 
 from airflow_iceberg.operators.branches import IcebergPublishOperator, IcebergTagOperator
+from airflow_iceberg.operators.health import IcebergTableHealthOperator
 from airflow_iceberg.operators.maintenance import (
     IcebergExpireSnapshotsOperator,
     IcebergRemoveOrphanFilesOperator,
@@ -40,6 +41,7 @@ __all__ = [
     "IcebergRewritePositionDeleteFilesOperator",
     "IcebergRollbackOperator",
     "IcebergStreamReadOperator",
+    "IcebergTableHealthOperator",
     "IcebergTagOperator",
     "IcebergTimeTravelReadOperator",
 ]

@@ -38,7 +38,6 @@ def pytest_configure(config):
 #: starting with these keeps the two workers busy to the end instead of one finishing alone.
 LONGEST_FIRST = (
     "test_catalog_backends.py",
-    "test_story_dags.py",
     "test_spark_connect.py",
     "test_retries_and_kills.py",
     "test_write_audit_publish.py",

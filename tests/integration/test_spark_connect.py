@@ -4,8 +4,10 @@ Everything here shares one server (``spark_connect_server``, session-scoped; kee
 test in this file so ``--dist loadfile`` starts it once). The job-level tests drive the job
 package with a Connect session from this interpreter (pyspark-client, no JVM), as the operators
 do in a worker; the in-process operator tests cover ``on_kill`` and errors; two real
-``airflow dags test`` runs cover the example DAG (with sentinel secrets) and a story DAG. The
-same DAG files run in spark-submit mode elsewhere: only the ``spark_default`` connection differs.
+``airflow dags test`` runs cover the example DAG (with sentinel secrets) and the four story DAGs.
+The example DAG runs in spark-submit mode elsewhere (the same file: only the ``spark_default``
+connection differs); the story DAGs run end to end only here, their operators' spark-submit path
+being the example DAG's, and their job functions tested on both Spark lines in ``tests/jobs``.
 pyiceberg, reading the metadata files, checks every result.
 """
 
@@ -21,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import date
 
 import pytest
 
@@ -590,8 +593,7 @@ def test_no_secret_over_connect_in_command_lines_logs_rendered_fields_xcom_or_se
 @pytest.fixture
 def own_rest_catalog(connect_rest_catalog):
     """The REST catalog whose secrets and endpoints the Connect server holds (tests/servers/fixtures.py):
-    a server-held catalog connects only where the server says. The spark-submit story runs
-    (``test_story_dags.py``) use a REST catalog of their own, so the DAGs' tables do not meet."""
+    a server-held catalog connects only where the server says."""
     return connect_rest_catalog
 
 
@@ -621,20 +623,37 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
     catalog = rest_reader(rest_catalog)
 
     sample = catalog.load_table("iceberg_db.sample")
-    first, _second = sample.snapshots()
-    assert sorted(r["id"] for r in sample.scan().to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
+    first, second = sample.snapshots()
+    assert sorted(sample.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "data": d} for i, d in zip(range(1, 7), "abcdef", strict=True)
+    ]
+    read_all = airflow_runner.xcom("iceberg_emr_quickstart", "read_all")
+    assert (read_all["row_count"], read_all["snapshot_id"]) == (6, second.snapshot_id)
+    assert sorted(r["id"] for r in read_all["preview"]) == [1, 2, 3, 4, 5, 6]
     read_first = airflow_runner.xcom("iceberg_emr_quickstart", "read_first_snapshot")
     assert (read_first["row_count"], read_first["snapshot_id"]) == (3, first.snapshot_id)
+    assert sorted((r["id"], r["data"]) for r in read_first["preview"]) == [(1, "a"), (2, "b"), (3, "c")]
+    assert sample.scan(snapshot_id=first.snapshot_id).to_arrow().num_rows == 3
 
     employees = catalog.load_table("prophecy_doc_demo.employees_test")
     assert [f.name for f in employees.schema().fields] == ["Id", "Name", "Department", "Salary", "Bonus"]
-    rows = {(r["Name"], r["Department"], r["Bonus"]) for r in employees.scan().to_arrow().to_pylist()}
-    assert rows == {
-        ("Ann", "Engineering", 10),
-        ("Eve", "Engineering", 0),
-        ("Cid", "Sales", None),
-        ("Dee", "Sales", 5),
+    assert [(str(f.transform), f.name) for f in employees.spec().fields] == [("identity", "Department")]
+    assert employees.metadata.properties["write.spark.accept-any-schema"] == "true"
+    rows = {
+        (r["Name"], r["Department"], r["Salary"], r["Bonus"]) for r in employees.scan().to_arrow().to_pylist()
     }
+    assert rows == {
+        ("Ann", "Engineering", 110, 10),
+        ("Eve", "Engineering", 95, 0),
+        ("Cid", "Sales", 80, None),
+        ("Dee", "Sales", 85, 5),
+    }
+    replace = employees.snapshots()[-1].summary
+    assert (replace.operation.value, replace["deleted-records"], replace["changed-partition-count"]) == (
+        "overwrite",
+        "2",
+        "1",
+    )
 
     orders = catalog.load_table("diff_demo.orders")
     yesterday, today = orders.snapshots()
@@ -642,10 +661,18 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
     after = airflow_runner.xcom("iceberg_daily_diff", "after")
     assert (after["selector"], after["snapshot_id"]) == ("as_of_timestamp", today.snapshot_id)
     diff = {
-        (r["change"], r["id"])
+        (r["change"], r["id"], r["amount"], r["day"])
         for r in catalog.load_table("diff_demo.daily_diff").scan().to_arrow().to_pylist()
     }
-    assert diff == {("added", 2), ("added", 10), ("added", 11), ("added", 12), ("removed", 2), ("removed", 4)}
+    day_one, day_two = date(2024, 1, 1), date(2024, 1, 2)
+    assert diff == {
+        ("added", 2, 21, day_one),
+        ("added", 10, 100, day_two),
+        ("added", 11, 110, day_two),
+        ("added", 12, 120, day_two),
+        ("removed", 2, 20, day_one),
+        ("removed", 4, 40, day_one),
+    }
 
     events = catalog.load_table("feed.events")
     created, _batch_one, two, _batch_three = events.snapshots()
@@ -658,6 +685,8 @@ def test_the_story_dags_over_connect_in_one_airflow_process(
     )
     mirror = catalog.load_table("feed.events_mirror")
     assert sorted(mirror.scan().to_arrow()["id"].to_pylist()) == list(range(10, 25))
+    first_run, second_run = (s.summary for s in mirror.snapshots())
+    assert (first_run["added-records"], second_run["added-records"]) == ("10", "5")
     mirror_again = airflow_runner.xcom("iceberg_incremental_feed", "mirror_again")
     assert (mirror_again["rows_read"], mirror_again["row_count"], mirror_again["batches"]) == (5, 5, 1)
     assert list(checkpoints.rglob("offsets"))  # the server wrote the checkpoints where the DAG said

@@ -9,8 +9,10 @@ Then that run is repaired as a user would: cleared, its merge, audit and check r
 check with a threshold the branch meets), and the merge starts the branch afresh from main.
 Before its publish, the daily maintenance DAG runs on the same table over Spark Connect (the
 merges above are spark-submit only; upkeep runs in both modes): it waits for the audited branch
-and changes nothing, so the publish still fast-forwards main. Then the daily DAG compacts, and
-the weekly one expires snapshots, rewrites manifests and removes a planted orphan file.
+and changes nothing, so the publish still fast-forwards main. Then the daily DAG, its health
+check finding small files and deletes, compacts; the weekly one's health check finds a young
+history and few manifests, so expiry and manifest rewrite are skipped, and it removes a planted
+orphan file.
 """
 
 from __future__ import annotations
@@ -111,6 +113,10 @@ def wap(airflow_runner, spark_connect_server, tmp_path_factory):
         "after_publish": after_publish,
         "repair_publish": repair_publish,
         "compaction": airflow_runner.xcom(DAILY, "compact_recent_days"),
+        "daily_health": airflow_runner.xcom(DAILY, "check_health"),
+        "weekly_health": airflow_runner.xcom(WEEKLY, "check_health"),
+        "weekly_states": _task_states(airflow_runner, WEEKLY, "2024-01-02"),
+        "upkeep_output": upkeep_output,
         "orphans": airflow_runner.xcom(WEEKLY, "remove_orphan_files"),
         "stray": stray,
         "after_upkeep": table(),
@@ -232,7 +238,11 @@ def test_a_cleared_rerun_after_a_failed_audit_starts_the_branch_afresh_from_main
 
 
 def test_daily_upkeep_waits_while_the_audited_branch_waits_to_be_published(wap):
-    assert wap["waited_states"] == {"compact_recent_days": "skipped", "compact_deletes": "skipped"}
+    assert wap["waited_states"] == {
+        "check_health": "success",
+        "compact_recent_days": "skipped",
+        "compact_deletes": "skipped",
+    }
     assert "compact_recent_days" in wap["waiting_output"]
     assert "branch audit_20240103 (snapshot " in wap["waiting_output"]
     assert "may be waiting to be published" in wap["waiting_output"]
@@ -260,6 +270,40 @@ def test_daily_upkeep_compacts_the_last_days_once_published_and_keeps_every_row(
     )
     assert compaction["previous_snapshot_id"] == wap["repair_merge"]["snapshot_id"]  # the published one
     assert after.snapshot_by_id(compaction["snapshot_id"]).summary.operation.value == "replace"
+
+
+def test_the_daily_health_check_read_the_small_files_from_metadata_and_sent_compaction_there(wap):
+    health = wap["daily_health"]
+    assert health["snapshot_id"] == wap["repair_merge"]["snapshot_id"]  # judged on what it compacted
+    compaction = health["steps"]["rewrite_data_files"]
+    assert compaction["needed"] is True
+    [(partition, reason)] = compaction["partitions"].items()  # the three days before today: day one only
+    assert "2024-01-01" in partition and "files to rewrite (min-input-files 2)" in reason
+    files, deletes = _day_files(wap["after_publish"], "2024-01-01")
+    assert (
+        health["measured"]["data_files"] == files and health["measured"]["position_delete_files"] == deletes
+    )
+    assert "compact_recent_days" in health["run"]
+    assert "rewrite_data_files: needed (1 partition(s) need it" in wap["upkeep_output"]
+
+
+def test_the_weekly_health_check_skips_expiry_and_manifest_rewrite_of_a_young_small_table(wap):
+    assert wap["weekly_states"] == {
+        "check_health": "success",
+        "expire_snapshots": "skipped",
+        "rewrite_manifests": "skipped",
+        "remove_orphan_files": "success",  # orphans are in no metadata: removed every week
+    }
+    steps = wap["weekly_health"]["steps"]
+    assert (
+        steps["expire_snapshots"]["needed"] is False
+        and "old enough to expire" in steps["expire_snapshots"]["reason"]
+    )
+    assert steps["rewrite_manifests"]["needed"] is False
+    assert wap["weekly_health"]["skipped"] == ["expire_snapshots", "rewrite_manifests"]
+    # Nothing expired: every snapshot of the compacted table is still there.
+    before = {s.snapshot_id for s in wap["after_publish"].snapshots()}
+    assert before <= {s.snapshot_id for s in wap["after_upkeep"].snapshots()}
 
 
 def test_weekly_upkeep_over_connect_removes_the_stray_file_and_keeps_every_row(wap):

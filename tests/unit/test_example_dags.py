@@ -58,8 +58,8 @@ def test_example_dags_parse_cleanly_without_db_connections_or_heavy_imports():
     assert "iceberg_daily_orders" in parsed["dags"]
     assert parsed["tasks"]["iceberg_daily_orders"] == 4
     assert parsed["tasks"]["iceberg_write_audit_publish"] == 6
-    assert parsed["tasks"]["iceberg_maintenance_daily"] == 2
-    assert parsed["tasks"]["iceberg_maintenance_weekly"] == 3
+    assert parsed["tasks"]["iceberg_maintenance_daily"] == 3
+    assert parsed["tasks"]["iceberg_maintenance_weekly"] == 4
     assert parsed["queries"] == []
     assert parsed["lookups"] == []
     assert parsed["heavy_modules"] == []

@@ -1,0 +1,398 @@
+"""Decide from a table's metadata which upkeep it needs, the way Iceberg's own procedures would.
+
+Daily compaction of a table nobody wrote to is wasted cluster time, and every rewrite moves
+``main`` under the audit branches waiting to be published. So before the upkeep runs, its need is
+read from the table's metadata with pyiceberg: the manifests of one snapshot (data and delete
+files, their sizes and record counts), the manifest list, and the snapshot log and refs. No data
+file is opened and no Spark application starts.
+
+Each decision mirrors the rule of the procedure it stands for, with the procedure's own options
+and defaults, so "not needed" means the procedure would find nothing to do:
+
+- ``rewrite_data_files``: Iceberg's bin-pack planner (``BinPackRewriteFilePlanner``). Per
+  partition, the candidates are the files outside ``[min-file-size-bytes, max-file-size-bytes]``
+  (75% and 180% of ``target-file-size-bytes``, itself the table's ``write.target-file-size-bytes``,
+  512 MiB by default), with ``delete-file-threshold`` delete files or more, or whose file-scoped
+  deletes remove ``delete-ratio-threshold`` (0.3) of their rows. A partition is rewritten when its
+  candidates are at least ``min-input-files`` (5) and more than one, or more than one and larger
+  together than the target, or larger than the maximum, or one of them has a delete problem.
+- ``rewrite_position_delete_files``: the same size rules over a partition's position-delete files
+  (``write.delete.target-file-size-bytes``, 64 MiB by default).
+- ``expire_snapshots``: Iceberg's ``RemoveSnapshots``: a snapshot older than ``older_than`` goes
+  unless a tag points at it or it is among the ``retain_last`` newest ancestors of a branch (a
+  branch's own ``min-snapshots-to-keep`` and ``max-snapshot-age-ms`` win, as in Iceberg).
+- ``rewrite_manifests`` has no planner in Iceberg (it rewrites every manifest), so it is needed when
+  the snapshot has ``max_manifests`` data manifests or more (100 by default).
+
+Orphan files are, by definition, in no metadata: only a listing of the table's location finds them,
+which is what ``remove_orphan_files`` does. So they are not judged here.
+
+Pure pyiceberg over a loaded table: no Airflow, no Spark; the operator
+(:class:`airflow_iceberg.operators.health.IcebergTableHealthOperator`) loads the table and branches.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_iceberg.exceptions import InvalidSpecError
+from airflow_iceberg.timestamps import to_epoch_millis
+
+STEPS = ("rewrite_data_files", "rewrite_position_delete_files", "expire_snapshots", "rewrite_manifests")
+
+MIB = 1024 * 1024
+#: Iceberg's defaults (TableProperties, SizeBasedFileRewritePlanner, BinPackRewriteFilePlanner).
+DATA_TARGET_DEFAULT = 512 * MIB
+DELETE_TARGET_DEFAULT = 64 * MIB
+MIN_INPUT_FILES_DEFAULT = 5
+DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
+RETAIN_LAST_DEFAULT = 1
+MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 3600 * 1000  # history.expire.max-snapshot-age-ms
+MAX_MANIFESTS_DEFAULT = 100
+#: The field id of a position-delete file's ``file_path`` column (Iceberg's MetadataColumns).
+DELETE_FILE_PATH_FIELD_ID = 2147483546
+
+#: The rewrite options the decision reads (the procedures' own names); others are passed over.
+REWRITE_OPTIONS = (
+    "min-input-files",
+    "target-file-size-bytes",
+    "min-file-size-bytes",
+    "max-file-size-bytes",
+    "delete-file-threshold",
+    "delete-ratio-threshold",
+)
+#: Spark's typed literals, which pyiceberg's filter parser does not know: DATE'2024-01-02' is read
+#: as '2024-01-02', which pyiceberg casts to the column's type, as Spark does.
+_TYPED_LITERAL = re.compile(r"\b(?:DATE|TIMESTAMP(?:_NTZ|_LTZ)?)\s*(?=')", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SizeRules:
+    """One rewrite's size rules, resolved from its options and the table's properties."""
+
+    target: int
+    min_size: int
+    max_size: int
+    min_input_files: int
+    delete_file_threshold: int | None
+    delete_ratio_threshold: float
+
+    @classmethod
+    def resolve(cls, options: Mapping[str, Any], default_target: int) -> SizeRules:
+        def number(key: str, default: Any, kind: type = int) -> Any:
+            value = options.get(key)
+            if value is None or value == "":
+                return default
+            try:
+                result = kind(value)
+            except (TypeError, ValueError):
+                raise InvalidSpecError(f"option {key} must be a number, got {value!r}") from None
+            if result < 0:
+                raise InvalidSpecError(f"option {key} must not be negative, got {value!r}")
+            return result
+
+        target = number("target-file-size-bytes", default_target)
+        return cls(
+            target=target,
+            min_size=number("min-file-size-bytes", int(target * 0.75)),
+            max_size=number("max-file-size-bytes", int(target * 1.8)),
+            min_input_files=number("min-input-files", MIN_INPUT_FILES_DEFAULT),
+            delete_file_threshold=number("delete-file-threshold", None),
+            delete_ratio_threshold=number("delete-ratio-threshold", DELETE_RATIO_THRESHOLD_DEFAULT, float),
+        )
+
+    def group_needs_rewrite(self, sizes: list[int], delete_problem: bool) -> str | None:
+        """Why a partition's candidate files would be rewritten, or None (Iceberg's filterFileGroups)."""
+        count, total = len(sizes), sum(sizes)
+        if count > 1 and count >= self.min_input_files:
+            return f"{count} files to rewrite (min-input-files {self.min_input_files})"
+        if count > 1 and total > self.target:
+            return f"{count} files of {total} bytes together, more than the target {self.target}"
+        if total > self.max_size:
+            return f"{total} bytes, more than the largest file wanted ({self.max_size})"
+        if delete_problem:
+            return "a file with too many deletes"
+        return None
+
+
+def spark_filter_for_pyiceberg(where: str | None) -> str | None:
+    """The ``where`` of a rewrite, as pyiceberg's filter parser reads it (typed literals untyped)."""
+    return _TYPED_LITERAL.sub("", where) if where else where
+
+
+def head_snapshot(table: Any, branch: str | None) -> Any:
+    """The snapshot at the head of ``branch`` (``main`` when None); None for a table without one."""
+    if not branch or branch == "main":
+        return table.current_snapshot()
+    ref = table.metadata.refs.get(branch)
+    if ref is None or ref.snapshot_ref_type.value != "branch":
+        raise InvalidSpecError(
+            f"branch {branch!r} does not exist in the table (its refs: {sorted(table.metadata.refs)})"
+        )
+    return table.snapshot_by_id(ref.snapshot_id)
+
+
+def _partition_key(file: Any) -> tuple:
+    partition = file.partition
+    values = tuple(partition) if partition is not None else ()
+    return (file.spec_id, values)
+
+
+def _partition_label(table: Any, key: tuple) -> str:
+    """``name=value/...`` with each value as Iceberg shows it (``2024-01-01``, not days since 1970)."""
+    spec_id, values = key
+    spec = table.specs().get(spec_id)
+    if spec is None or not spec.fields:
+        return "(unpartitioned)"
+    schema = table.schema()
+    parts = []
+    for field, value in zip(spec.fields, values, strict=False):
+        try:
+            shown = field.transform.to_human_string(schema.find_type(field.source_id), value)
+        except Exception:  # a source column since dropped, or a transform pyiceberg cannot show
+            shown = str(value)
+        parts.append(f"{field.name}={shown}")
+    return "/".join(parts)
+
+
+def _file_scoped(delete_file: Any) -> bool:
+    """Whether a position-delete file names one data file only (its file_path bounds are equal)."""
+    lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
+    upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
+    return lower is not None and lower == upper
+
+
+def _is_position_delete(delete_file: Any) -> bool:
+    return getattr(delete_file.content, "value", delete_file.content) == 1
+
+
+def planned_files(table: Any, snapshot: Any, where: str | None) -> list[Any]:
+    """The scan tasks (data file and its deletes) of ``snapshot`` that ``where`` selects: manifests only."""
+    try:
+        scan = table.scan(
+            row_filter=spark_filter_for_pyiceberg(where) or "true", snapshot_id=snapshot.snapshot_id
+        )
+        return list(scan.plan_files())
+    except Exception as error:  # pyiceberg's parser and binder raise several kinds
+        if where:
+            raise InvalidSpecError(
+                f"where {where!r} cannot be read as a filter of the table: {error}"
+            ) from error
+        raise
+
+
+def _deleted_records(task: Any) -> int:
+    """Rows of the task's data file that its file-scoped position deletes remove (as Iceberg counts)."""
+    scoped = sum(
+        d.record_count for d in task.delete_files or () if _is_position_delete(d) and _file_scoped(d)
+    )
+    return min(scoped, task.file.record_count)
+
+
+def _delete_problem(rules: SizeRules, task: Any) -> bool:
+    """Iceberg's tooManyDeletes or tooHighDeleteRatio for one data file."""
+    deletes = task.delete_files or ()
+    if rules.delete_file_threshold is not None and len(deletes) >= rules.delete_file_threshold:
+        return True
+    records = task.file.record_count
+    return bool(deletes) and records > 0 and _deleted_records(task) / records >= rules.delete_ratio_threshold
+
+
+def _judge(table: Any, rules: SizeRules, groups: Mapping[tuple, list[int]], problems: set[tuple]) -> dict:
+    """Partition label -> why its candidate files would be rewritten, for those that would be."""
+    verdicts = {}
+    for key, sizes in groups.items():
+        reason = rules.group_needs_rewrite(sizes, key in problems)
+        if reason:
+            verdicts[_partition_label(table, key)] = reason
+    return verdicts
+
+
+def data_files_decision(
+    table: Any,
+    snapshot: Any,
+    where: str | None,
+    options: Mapping[str, Any],
+    delete_options: Mapping[str, Any],
+) -> dict:
+    """Measure the files ``where`` selects in ``snapshot``; decide their compaction and their deletes'."""
+    properties = table.metadata.properties
+    rules = SizeRules.resolve(
+        options, int(properties.get("write.target-file-size-bytes", DATA_TARGET_DEFAULT))
+    )
+    delete_rules = SizeRules.resolve(
+        delete_options, int(properties.get("write.delete.target-file-size-bytes", DELETE_TARGET_DEFAULT))
+    )
+    tasks = planned_files(table, snapshot, where)
+
+    candidates: dict[tuple, list[int]] = defaultdict(list)
+    problems: set[tuple] = set()
+    deletes_by_partition: dict[tuple, dict[str, int]] = defaultdict(dict)
+    for task in tasks:
+        size, key = task.file.file_size_in_bytes, _partition_key(task.file)
+        for delete in task.delete_files or ():
+            if _is_position_delete(delete):
+                deletes_by_partition[key][delete.file_path] = delete.file_size_in_bytes
+        problem = _delete_problem(rules, task)
+        if problem or not rules.min_size <= size <= rules.max_size:
+            candidates[key].append(size)
+            if problem:
+                problems.add(key)
+    delete_candidates = {
+        key: [size for size in files.values() if not delete_rules.min_size <= size <= delete_rules.max_size]
+        for key, files in deletes_by_partition.items()
+    }
+    delete_rewrite = {
+        partition: reason.replace("files", "delete files", 1)
+        for partition, reason in _judge(table, delete_rules, delete_candidates, set()).items()
+    }
+
+    data_records = sum(task.file.record_count for task in tasks)
+    deleted_records = sum(_deleted_records(task) for task in tasks)
+    measured = {
+        "data_files": len(tasks),
+        "small_data_files": sum(task.file.file_size_in_bytes < rules.min_size for task in tasks),
+        "partitions": len({_partition_key(task.file) for task in tasks}),
+        "data_records": data_records,
+        "position_delete_files": sum(len(files) for files in deletes_by_partition.values()),
+        "deleted_records": deleted_records,
+        "deleted_ratio": round(deleted_records / data_records, 4) if data_records else 0.0,
+        "min_file_size_bytes": rules.min_size,
+    }
+    healthy = f"no partition has files Iceberg's bin-pack planner would rewrite ({len(tasks)} files read)"
+    return {
+        "measured": measured,
+        "rewrite_data_files": _decision(_judge(table, rules, candidates, problems), healthy),
+        "rewrite_position_delete_files": _decision(
+            delete_rewrite, "no partition has position-delete files to compact"
+        ),
+    }
+
+
+def _decision(partitions: Mapping[str, str], healthy: str) -> dict:
+    if not partitions:
+        return {"needed": False, "reason": healthy, "partitions": {}}
+    shown = ", ".join(f"{name}: {why}" for name, why in list(partitions.items())[:5])
+    more = f" and {len(partitions) - 5} more" if len(partitions) > 5 else ""
+    return {
+        "needed": True,
+        "reason": f"{len(partitions)} partition(s) need it: {shown}{more}",
+        "partitions": dict(partitions),
+    }
+
+
+def expirable_snapshots(table: Any, older_than_ms: int, retain_last: int) -> list[int]:
+    """The snapshots ``expire_snapshots(older_than, retain_last)`` would remove (as RemoveSnapshots does)."""
+    metadata = table.metadata
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    retained: set[int] = set()
+    for ref in metadata.refs.values():
+        if ref.snapshot_ref_type.value == "tag":
+            retained.add(ref.snapshot_id)
+            continue
+        keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else retain_last
+        max_age = ref.max_snapshot_age_ms
+        cutoff = int(time.time() * 1000) - max_age if max_age is not None else older_than_ms
+        kept, snapshot = 0, by_id.get(ref.snapshot_id)
+        while snapshot is not None:
+            if kept < keep or snapshot.timestamp_ms >= cutoff:
+                retained.add(snapshot.snapshot_id)
+                kept += 1
+            else:
+                break
+            snapshot = by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return [
+        s.snapshot_id
+        for s in metadata.snapshots
+        if s.snapshot_id not in retained and s.timestamp_ms < older_than_ms
+    ]
+
+
+def manifests_decision(table: Any, snapshot: Any, max_manifests: int) -> dict:
+    manifests = list(snapshot.manifests(table.io))
+    data = [m for m in manifests if getattr(m.content, "value", m.content) == 0]
+    measured = {
+        "data_manifests": len(data),
+        "delete_manifests": len(manifests) - len(data),
+        "manifest_bytes": sum(m.manifest_length for m in manifests),
+    }
+    if len(data) >= max_manifests:
+        decision = {"needed": True, "reason": f"{len(data)} data manifests (max_manifests {max_manifests})"}
+    else:
+        decision = {"needed": False, "reason": f"{len(data)} data manifests, fewer than {max_manifests}"}
+    return {"measured": measured, "rewrite_manifests": decision}
+
+
+def assess(
+    table: Any,
+    *,
+    branch: str | None = None,
+    where: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    delete_options: Mapping[str, Any] | None = None,
+    older_than: Any = None,
+    retain_last: int | None = None,
+    max_manifests: int | None = None,
+    steps: Iterable[str] = STEPS,
+) -> dict[str, Any]:
+    """The table's health report: what was measured, and for each step whether it is needed and why.
+
+    ``options`` are the data rewrite's own options (``min-input-files`` ...), ``delete_options``
+    the position-delete rewrite's, ``older_than`` and
+    ``retain_last`` the expiry's (the default: the table's ``history.expire.max-snapshot-age-ms``,
+    5 days, before now, and 1).
+    """
+    steps = tuple(steps)
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        raise InvalidSpecError(f"unknown upkeep step(s) {unknown}; the steps are {list(STEPS)}")
+    options = dict(options or {})
+    snapshot = head_snapshot(table, branch)
+    report: dict[str, Any] = {
+        "table": ".".join(table.name()) if hasattr(table, "name") else None,
+        "branch": branch or "main",
+        "snapshot_id": snapshot.snapshot_id if snapshot else None,
+        "measured": {"snapshots": len(table.metadata.snapshots)},
+        "steps": {},
+    }
+    if snapshot is None:
+        for step in steps:
+            report["steps"][step] = {"needed": False, "reason": "the table has no snapshot yet"}
+        return report
+    if {"rewrite_data_files", "rewrite_position_delete_files"} & set(steps):
+        files = data_files_decision(table, snapshot, where, options, dict(delete_options or {}))
+        report["measured"].update(files["measured"])
+        for step in ("rewrite_data_files", "rewrite_position_delete_files"):
+            if step in steps:
+                report["steps"][step] = files[step]
+    if "expire_snapshots" in steps:
+        properties = table.metadata.properties
+        default_age = int(properties.get("history.expire.max-snapshot-age-ms", MAX_SNAPSHOT_AGE_MS_DEFAULT))
+        cutoff = to_epoch_millis(older_than, "older_than")
+        cutoff = cutoff if cutoff is not None else int(time.time() * 1000) - default_age
+        keep = (
+            retain_last
+            if retain_last is not None
+            else int(properties.get("history.expire.min-snapshots-to-keep", RETAIN_LAST_DEFAULT))
+        )
+        expirable = expirable_snapshots(table, cutoff, keep)
+        snapshots = table.metadata.snapshots
+        report["measured"]["oldest_snapshot_ms"] = min(s.timestamp_ms for s in snapshots)
+        report["measured"]["expirable_snapshots"] = len(expirable)
+        report["steps"]["expire_snapshots"] = (
+            {"needed": True, "reason": f"{len(expirable)} of {len(snapshots)} snapshots would be expired"}
+            if expirable
+            else {"needed": False, "reason": f"none of {len(snapshots)} snapshots is old enough to expire"}
+        )
+    if "rewrite_manifests" in steps:
+        manifests = manifests_decision(
+            table, snapshot, max_manifests if max_manifests is not None else MAX_MANIFESTS_DEFAULT
+        )
+        report["measured"].update(manifests["measured"])
+        report["steps"]["rewrite_manifests"] = manifests["rewrite_manifests"]
+    return report
