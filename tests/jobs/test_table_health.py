@@ -8,8 +8,9 @@ these need Spark: merge-on-read deletes, and the procedures themselves.)
 from __future__ import annotations
 
 from airflow_iceberg.catalog.table_health import assess
-from airflow_iceberg.jobs import action_specs
 from airflow_iceberg.jobs.merges import delete_from
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+from airflow_iceberg.jobs.spec.upkeep import RewriteDataFilesSpec, RewritePositionDeletesSpec
 from airflow_iceberg.jobs.upkeep import rewrite_data_files, rewrite_position_deletes
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
@@ -18,7 +19,7 @@ COMPACT, DELETES = "rewrite_data_files", "rewrite_position_delete_files"
 
 
 def _compact(spark, table, options):
-    return rewrite_data_files(spark, action_specs.RewriteDataFilesSpec(table, options=options).validated())
+    return rewrite_data_files(spark, RewriteDataFilesSpec(table, options=options).validated())
 
 
 def test_small_files_are_judged_needing_compaction_exactly_when_the_procedure_compacts(spark, lake, table):
@@ -60,7 +61,7 @@ def test_file_scoped_deletes_past_the_ratio_need_compaction_and_few_delete_files
         ),
     )
     for condition in ("id = 1", "id = 4"):  # a row of each data file: position deletes, not file drops
-        delete_from(spark, action_specs.DeleteSpec(table, condition=condition).validated())
+        delete_from(spark, DeleteSpec(table, condition=condition).validated())
     data_files = len(lake.data_files(table))
     assert data_files == 2, "the create must have written two files of three rows"
 
@@ -76,15 +77,13 @@ def test_file_scoped_deletes_past_the_ratio_need_compaction_and_few_delete_files
     assert report["steps"][COMPACT]["needed"] is True
     # Two small delete files are fewer than min-input-files (5): the delete-file rewrite has nothing to do.
     assert report["steps"][DELETES]["needed"] is False
-    untouched = rewrite_position_deletes(spark, action_specs.RewritePositionDeletesSpec(table).validated())
+    untouched = rewrite_position_deletes(spark, RewritePositionDeletesSpec(table).validated())
     assert untouched["rewritten_delete_files_count"] == 0
     # With min-input-files 2 the health check says it is needed, and the procedure does rewrite them.
     two = {"min-input-files": "2"}
     assert assess(lake.load(table), delete_options=two, steps=[DELETES])["steps"][DELETES]["needed"] is True
     assert assess(lake.load(table), options=two, steps=[DELETES])["steps"][DELETES]["needed"] is False
-    compacted = rewrite_position_deletes(
-        spark, action_specs.RewritePositionDeletesSpec(table, options=two).validated()
-    )
+    compacted = rewrite_position_deletes(spark, RewritePositionDeletesSpec(table, options=two).validated())
     assert compacted["rewritten_delete_files_count"] == 2
 
     rows = lake.rows(table)
