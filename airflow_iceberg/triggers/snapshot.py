@@ -76,12 +76,17 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
     and lists, in ``matching_snapshot_ids``, every matching snapshot since the baseline, oldest
     first, for when several commits land between two polls.
 
+    Given an asset state store (an ``AssetWatcher`` on Airflow 3.3+), it yields instead one event
+    per matching commit (``matching_snapshot_ids`` is that snapshot alone) and keeps running,
+    keeping its watermark in the store and resuming from it whenever it starts (see the module).
+
     :param table: ``namespace.table`` (or ``catalog.namespace.table``).
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param after_snapshot_id: Only snapshots committed after this one count. ``None``: the head
         when the trigger starts (for an ``AssetWatcher``: each time it starts watching; for a
         branch that does not exist yet, the table's newest snapshot), or, with
-        ``baseline_at_start=False``, every snapshot (the table's first one fires).
+        ``baseline_at_start=False``, every snapshot (the table's first one fires). With an asset
+        state store these only place the first watermark; once one is stored, it wins.
     :param baseline_at_start: See ``after_snapshot_id``. Default True.
     :param baseline_at_ms: With ``after_snapshot_id=None``: the wait started at this time
         (milliseconds since the epoch) but could not read the table then; the baseline is the

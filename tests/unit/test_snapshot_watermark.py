@@ -210,6 +210,35 @@ def test_commits_that_fail_the_filters_move_the_watermark_but_are_not_reported(t
     assert ids(events) == [tagged] and untagged not in ids(events)
 
 
+def test_a_first_start_during_a_catalog_outage_reports_a_commit_made_during_it(table, monkeypatch):
+    """With no watermark stored, the first one is the head when the trigger started, read back
+    from the snapshot log once the catalog answers, not the head at the first read that works."""
+    import time
+
+    from airflow_iceberg.catalog import pyiceberg_tables
+
+    real_load_table, during = pyiceberg_tables.load_table, []
+
+    def down_once(config, name):
+        if not during:  # the first read: the catalog is down, and a commit lands meanwhile
+            time.sleep(0.002)  # a commit in a later millisecond than the trigger's start
+            table.append(rows(2))
+            during.append(head(table))
+            raise ConnectionRefusedError("catalog down")
+        return real_load_table(config, name)
+
+    monkeypatch.setattr(pyiceberg_tables, "load_table", down_once)
+
+    async def first_event():
+        stream = watcher(AssetStore()).run()
+        try:
+            return (await stream.__anext__()).payload
+        finally:
+            await stream.aclose()
+
+    assert asyncio.run(asyncio.wait_for(first_event(), 30))["snapshot_id"] == during[0]
+
+
 # --------------------------------------------------------------------------- what the watermark is
 
 
