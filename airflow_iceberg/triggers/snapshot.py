@@ -12,18 +12,32 @@ credentials) fails at once, since waiting would not fix it. A trigger that takes
 when it starts and finds the catalog down takes, once it answers, the snapshot that was the head
 when the trigger started (from the table's snapshot log), so a commit made during the outage is
 reported, not taken for the starting point.
+
+Run by an ``AssetWatcher`` on Airflow 3.3+, the trigger keeps a *watermark* in the watched
+asset's state store (:mod:`~airflow_iceberg.triggers.watermark_store`): the last snapshot of the
+watched ref it looked at (:mod:`~airflow_iceberg.catalog.snapshot_watermark`). It then never
+stops: it yields one event per matching commit, oldest first, and on every start resumes from the
+stored watermark, so commits made while no triggerer ran are reported once it runs again, and a
+restart reports nothing twice. The watermark of a commit is written, and acknowledged by Airflow,
+*before* its event is yielded: the triggerer keeps a yielded event in memory and stores the asset
+event up to a couple of seconds later, so a triggerer killed in that interval loses the event
+(at most once; never twice). Without a state store (the deferrable sensor; Airflow < 3.3) the
+trigger yields one event and returns, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_iceberg.catalog.snapshot_watermark import Watermark
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
+from airflow_iceberg.triggers.watermark_store import SeveralAssetsError, WatermarkStore
 
 DEFAULT_POLL_INTERVAL = 60.0
 #: Failed polls in a row that the trigger waits out before it gives up.
@@ -47,6 +61,14 @@ def retry_delay(poll_interval: float, failures: int) -> float:
     return min(poll_interval * 2 ** (failures - 1), max(poll_interval, MAX_RETRY_DELAY))
 
 
+class GaveUp(Exception):
+    """The catalog failed ``poll_retries`` polls in a row; ``payload`` is the error event to yield."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__(payload["message"])
+        self.payload = payload
+
+
 class IcebergSnapshotTrigger(BaseEventTrigger):
     """Yield one event, the newest matching snapshot, once the table has one after the baseline.
 
@@ -54,12 +76,17 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
     and lists, in ``matching_snapshot_ids``, every matching snapshot since the baseline, oldest
     first, for when several commits land between two polls.
 
+    Given an asset state store (an ``AssetWatcher`` on Airflow 3.3+), it yields instead one event
+    per matching commit (``matching_snapshot_ids`` is that snapshot alone) and keeps running,
+    keeping its watermark in the store and resuming from it whenever it starts (see the module).
+
     :param table: ``namespace.table`` (or ``catalog.namespace.table``).
     :param iceberg_conn_id: The ``iceberg_catalog`` connection of the table's catalog.
     :param after_snapshot_id: Only snapshots committed after this one count. ``None``: the head
         when the trigger starts (for an ``AssetWatcher``: each time it starts watching; for a
         branch that does not exist yet, the table's newest snapshot), or, with
-        ``baseline_at_start=False``, every snapshot (the table's first one fires).
+        ``baseline_at_start=False``, every snapshot (the table's first one fires). With an asset
+        state store these only place the first watermark; once one is stored, it wins.
     :param baseline_at_start: See ``after_snapshot_id``. Default True.
     :param baseline_at_ms: With ``after_snapshot_id=None``: the wait started at this time
         (milliseconds since the epoch) but could not read the table then; the baseline is the
@@ -129,6 +156,160 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        accessor = getattr(self, "asset_state_store", None)  # set by the triggerer for an AssetWatcher
+        if accessor is not None:
+            store = WatermarkStore(accessor, self.watch())
+            try:
+                watermark = await store.load()
+            except SeveralAssetsError:
+                self.log.warning(
+                    "The trigger on %s is shared by several assets (equal arguments); it keeps no "
+                    "watermark, so commits made while no triggerer runs are not reported",
+                    self.table,
+                )
+            else:
+                async for event in self.run_with_watermark(store, watermark):
+                    yield event
+                return
+        async for event in self.run_from_baseline():
+            yield event
+
+    def watch(self) -> dict[str, Any]:
+        """What this trigger reports: its state store key and stored value derive from it."""
+        return {
+            "conn_id": self.iceberg_conn_id,
+            "table": self.table,
+            "branch": self.branch or None,
+            "operation": sorted(self.operation),
+            "summary": self.summary,
+        }
+
+    # ------------------------------------------------------------------ with a watermark (AssetWatcher)
+
+    async def run_with_watermark(
+        self, store: WatermarkStore, watermark: Watermark | None
+    ) -> AsyncIterator[TriggerEvent]:
+        """Report each matching commit after ``watermark`` (or the baseline) as one event, forever."""
+        from airflow_iceberg.catalog.config import config_from_connection
+
+        started_ms = int(time.time() * 1000)
+        connection = await IcebergCatalogHook.aget_connection(self.iceberg_conn_id)
+        config = config_from_connection(connection)
+        try:
+            if watermark is None:
+                # with the catalog down at the start, the baseline is its head at the start
+                watermark = await self.retrying(
+                    functools.partial(self.initial_watermark, config, self.baseline_at_ms),
+                    None,
+                    after_failure=functools.partial(
+                        self.initial_watermark,
+                        config,
+                        self.baseline_at_ms or (started_ms if self.baseline_at_start else None),
+                    ),
+                )
+                await store.save(watermark)
+                self.log.info("Watching %s from snapshot %s (no watermark kept yet)", self.table, watermark)
+            else:
+                self.log.info("Resuming the watch of %s from its watermark %s", self.table, watermark)
+            while True:
+                found, head = await self.retrying(
+                    functools.partial(self.poll_since, config, watermark), watermark.snapshot_id
+                )
+                for payload, reported in found:
+                    await store.save(reported)  # acknowledged by Airflow before the event leaves
+                    watermark = reported
+                    self.log.info("%s has a new snapshot %s", self.table, payload["snapshot_id"])
+                    yield TriggerEvent(payload)
+                if head != watermark:  # commits past the last match that fail the filters
+                    await store.save(head)
+                    watermark = head
+                await asyncio.sleep(self.poll_interval)
+        except GaveUp as gave_up:
+            yield TriggerEvent(gave_up.payload)
+
+    async def retrying(
+        self, read: Callable[[], Any], baseline: int | None, after_failure: Callable[[], Any] | None = None
+    ) -> Any:
+        """``read()`` in a worker thread, waiting out transient catalog errors with backoff.
+
+        Once a call has failed, the retries call ``after_failure`` instead (when given). Past
+        ``poll_retries`` failures in a row, raises the error, or (``error_event``) :class:`GaveUp`.
+        """
+        from airflow_iceberg.catalog.transient_errors import is_transient_error
+
+        failures = 0
+        while True:
+            try:
+                result = await asyncio.to_thread(read)
+            except Exception as error:
+                if not is_transient_error(error):
+                    raise
+                failures += 1
+                read = after_failure or read
+                gave_up = self.after_failure(error, failures, baseline)
+                if gave_up is not None:
+                    raise GaveUp(gave_up) from error
+                await asyncio.sleep(retry_delay(self.poll_interval, failures))
+                continue
+            if failures:
+                self.log.info("%s can be read again after %d failed polls", self.table, failures)
+            return result
+
+    def initial_watermark(self, config: Any, at_ms: int | None) -> Watermark:
+        """Where a watch with no stored watermark starts: ``after_snapshot_id``, or the baseline.
+
+        The baseline is the head now (or at ``at_ms``), or, with ``baseline_at_start=False``,
+        nothing: every snapshot is new. A table that does not exist yet: nothing seen either.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from airflow_iceberg.catalog.new_snapshots import baseline_snapshot_id
+        from airflow_iceberg.catalog.pyiceberg_tables import load_table
+        from airflow_iceberg.catalog.snapshot_watermark import watermark_at
+
+        try:
+            table = load_table(config, self.table)
+        except NoSuchTableError:
+            return watermark_at(None, None)
+        if self.after_snapshot_id is not None:
+            return watermark_at(table, self.after_snapshot_id)
+        if self.baseline_at_start or at_ms is not None:
+            return watermark_at(table, baseline_snapshot_id(table, self.branch, at_ms))
+        return watermark_at(table, None)
+
+    def poll_since(
+        self, config: Any, watermark: Watermark
+    ) -> tuple[list[tuple[dict[str, Any], Watermark]], Watermark]:
+        """The matching commits since ``watermark``, oldest first, each with its watermark; and the next one.
+
+        The next watermark is the newest new snapshot, matching or not (``watermark`` itself when
+        nothing is new, or the table does not exist). Catalog errors are raised.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from airflow_iceberg.catalog.new_snapshots import describe_snapshot, matches
+        from airflow_iceberg.catalog.pyiceberg_tables import load_table
+        from airflow_iceberg.catalog.snapshot_watermark import snapshots_since, watermark_at
+
+        try:
+            table = load_table(config, self.table)
+        except NoSuchTableError:
+            return [], watermark
+        new = snapshots_since(table, watermark, self.branch)
+        if not new:
+            return [], watermark
+        found = []
+        for snapshot in new:
+            described = describe_snapshot(self.table, snapshot)
+            if matches(described, tuple(self.operation), self.summary):
+                payload = {"status": "success", **described, "matching_snapshot_ids": [snapshot.snapshot_id]}
+                found.append((payload, watermark_at(table, snapshot.snapshot_id)))
+        return found, watermark_at(table, new[-1].snapshot_id)
+
+    # ------------------------------------------------------------ from a baseline (sensor; Airflow < 3.3)
+
+    async def run_from_baseline(self) -> AsyncIterator[TriggerEvent]:
+        """Yield one event, for the newest matching snapshot after the baseline, and return."""
         from airflow_iceberg.catalog.config import config_from_connection
         from airflow_iceberg.catalog.transient_errors import is_transient_error
 

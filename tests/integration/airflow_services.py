@@ -77,17 +77,25 @@ class AirflowDeployment:
             deployment.stop()
 
     def start(self, name: str, args: list[str]) -> None:
-        log = open(self.home / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        log = open(self.home / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
         self.processes[name] = subprocess.Popen(
             ["airflow", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     def stop(self) -> None:
-        for process in self.processes.values():
+        self._terminate(list(self.processes.values()))
+
+    def stop_component(self, name: str) -> None:
+        """Stop one component as an operator would (SIGTERM, SIGKILL after 20 s); ``start`` it again."""
+        self._terminate([self.processes.pop(name)])
+
+    @staticmethod
+    def _terminate(processes: list[subprocess.Popen]) -> None:
+        for process in processes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
         deadline = time.monotonic() + 20
-        for process in self.processes.values():
+        for process in processes:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

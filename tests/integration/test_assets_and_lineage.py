@@ -6,6 +6,10 @@ snapshot. The same runs are checked for OpenLineage (file transport, read back) 
 apache-spark provider's parent-job injection. pyiceberg, reading the table's own metadata, is
 the independent witness of which snapshot was committed.
 
+Last, the triggerer is stopped and started again between commits to a table an ``AssetWatcher``
+watches: every commit becomes exactly one asset event, those made while it was stopped included,
+and a restart without commits reports nothing (the watermark is kept in the asset state store).
+
 Meanwhile a deferrable snapshot sensor waits in the real triggerer for a commit made outside
 Airflow, by pyiceberg into a SQL (JDBC) catalog: commits that fail its filters do not wake it.
 A second sensor waits in reschedule mode, each poke a new task process: the commit made between
@@ -19,6 +23,7 @@ import os
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -36,6 +41,7 @@ PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
 SENSOR, SENSOR_TASK = "iceberg_snapshot_sensor", "wait_for_tagged_append"
 RESCHEDULED, RESCHEDULED_TASK = "iceberg_snapshot_sensor_rescheduled", "wait_between_pokes"
 WATCHER = "iceberg_asset_watcher"
+WATERMARKED_URI = "iceberg://jdbc/db/watermarked%"
 TAG = {"writer": "outside-airflow"}
 RUN_TIMEOUT_SECONDS = 300
 
@@ -76,6 +82,7 @@ def deployment(tmp_path_factory):
     external.append(_rows(0))  # the sensor waits for a commit after this one
     rescheduled = outside.create_table("db.rescheduled", schema=_rows(0).schema)
     rescheduled.append(_rows(0))  # the reschedule-mode sensor's baseline
+    outside.create_table("db.watermarked", schema=_rows(0).schema).append(_rows(0))  # the watcher's start
     env = {
         **os.environ,
         "AIRFLOW_CONN_SQL_CATALOG": json.dumps(sql_connection),
@@ -312,3 +319,82 @@ def test_a_real_commit_through_a_hive_metastore_list_returns_its_xcom_and_emits_
     assert (output.namespace, output.name) == ("file", urllib.parse.urlsplit(table.location()).path)
     (symlink,) = output.facets["symlinks"].identifiers
     assert (symlink.namespace, symlink.name) == (f"hive://127.0.0.1:{port}", "lineage.events")
+
+
+# --------------------------------------------------------------------------- the watcher's watermark
+
+
+def _sql_catalog(airflow: AirflowDeployment):
+    """The outside writer: pyiceberg on the SQL catalog the deployment's connection names."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    connection = json.loads(airflow.env["AIRFLOW_CONN_SQL_CATALOG"])
+    database = connection["host"].removeprefix("jdbc:sqlite:")
+    return SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=connection["extra"]["warehouse"])
+
+
+def _watermarked_events(airflow: AirflowDeployment) -> list[int]:
+    """The snapshot id of every asset event of db.watermarked, in the order Airflow stored them."""
+    rows = airflow.query(
+        "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri LIKE ? ORDER BY asset_event.id",
+        WATERMARKED_URI,
+    )
+    return [json.loads(extra)["payload"]["snapshot_id"] for (extra,) in rows]
+
+
+def _stored_watermark(airflow: AirflowDeployment) -> int | None:
+    rows = airflow.query(
+        "SELECT asset_state_store.value FROM asset_state_store "
+        "JOIN asset ON asset.id = asset_state_store.asset_id WHERE asset.uri LIKE ?",
+        WATERMARKED_URI,
+    )
+    return json.loads(rows[0][0])["watermark"]["snapshot_id"] if len(rows) == 1 else None
+
+
+def _watcher_runs_in(airflow: AirflowDeployment, triggerer_job_id: int) -> bool:
+    """Whether the watcher's trigger is assigned to that (running) triggerer job."""
+    rows = airflow.query(
+        "SELECT trigger.triggerer_id FROM trigger JOIN asset_watcher "
+        "ON asset_watcher.trigger_id = trigger.id WHERE asset_watcher.name = 'watermarked_commits'"
+    )
+    return rows == [(triggerer_job_id,)]
+
+
+def _restart_triggerer(airflow: AirflowDeployment, between: Any = None) -> int:
+    """Stop the triggerer, call ``between()``, start it again: the new triggerer job's id."""
+    (before,) = airflow.query("SELECT MAX(id) FROM job WHERE job_type = 'TriggererJob'")[0]
+    airflow.stop_component("triggerer")
+    if between is not None:
+        between()
+    airflow.start("triggerer", ["triggerer"])
+    started = "SELECT id FROM job WHERE job_type = 'TriggererJob' AND id > ?"
+    ((job,),) = airflow.wait_for(lambda: airflow.query(started, before), "the triggerer to start again")
+    return job
+
+
+def test_the_asset_watcher_reports_each_commit_once_across_triggerer_restarts(deployment):
+    airflow, *_ = deployment
+    table = _sql_catalog(airflow).load_table("db.watermarked")
+    (start,) = [s.snapshot_id for s in table.snapshots()]
+    airflow.wait_for(lambda: _stored_watermark(airflow) == start, "the watcher to store its first watermark")
+    table.append(_rows(3))
+    commits = [table.current_snapshot().snapshot_id]
+    airflow.wait_for(lambda: _watermarked_events(airflow) == commits, "the event of a commit")
+
+    def commit_twice():  # while no triggerer runs
+        for first in (6, 9):
+            table.append(_rows(first))
+            commits.append(table.current_snapshot().snapshot_id)
+
+    job = _restart_triggerer(airflow, between=commit_twice)
+    airflow.wait_for(lambda: len(_watermarked_events(airflow)) >= 3, "the commits made while it was stopped")
+    # a restart with no commit in between: it resumes, and the next event is the next commit's
+    job = _restart_triggerer(airflow)
+    airflow.wait_for(lambda: _watcher_runs_in(airflow, job), "the watcher to run in the new triggerer")
+    table.append(_rows(12))
+    commits.append(table.current_snapshot().snapshot_id)
+    airflow.wait_for(lambda: len(_watermarked_events(airflow)) >= 4, "the event of the last commit")
+    assert _watermarked_events(airflow) == commits, (commits, airflow.logs())  # each once, in order
+    assert start not in _watermarked_events(airflow)
+    assert _stored_watermark(airflow) == commits[-1]

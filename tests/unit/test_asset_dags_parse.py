@@ -30,6 +30,7 @@ def test_asset_dags_parse_without_db_connections_or_heavy_imports():
         "iceberg_asset_consumer",
         "iceberg_asset_producer",
         "iceberg_asset_watcher",
+        "iceberg_asset_watermark",
         "iceberg_snapshot_sensor",
         "iceberg_snapshot_sensor_rescheduled",
     ]

@@ -1,0 +1,380 @@
+"""The snapshot trigger as an ``AssetWatcher``: its watermark in the asset state store, across restarts.
+
+A real pyiceberg SQL catalog on SQLite, written by pyiceberg as an outside writer would. The
+asset state store is a dict behind Airflow 3.3's accessor interface (``aget``/``aset``, JSON
+values); the real one, in a real triggerer, is exercised by
+``tests/integration/test_assets_and_lineage.py``. A *restart* is a new trigger instance, built
+from the same arguments, on the same store: what the triggerer does after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pyarrow as pa
+import pytest
+
+from airflow_iceberg.catalog.snapshot_watermark import Watermark, snapshots_since, watermark_at
+from airflow_iceberg.triggers.snapshot import IcebergSnapshotTrigger
+from airflow_iceberg.triggers.watermark_store import KEY_PREFIX, watermark_key
+
+
+def rows(start: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + 2), pa.int64())})
+
+
+@pytest.fixture
+def catalog(tmp_path, iceberg_connection):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    database, warehouse = tmp_path / "catalog.db", tmp_path / "wh"
+    warehouse.mkdir()
+    lake = SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=f"file://{warehouse}")
+    lake.create_namespace("db")
+    iceberg_connection(
+        "sql_catalog",
+        host=f"jdbc:sqlite:{database}",
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": f"file://{warehouse}"},
+    )
+    return lake
+
+
+@pytest.fixture
+def table(catalog):
+    created = catalog.create_table("db.t", schema=rows(0).schema)
+    created.append(rows(0))
+    return created
+
+
+class AssetStore:
+    """One asset's state store (Airflow 3.3.2's accessor: ``aget``/``aset``), JSON round-tripped."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    async def aget(self, key, default=None):
+        return self.values.get(key, default)
+
+    async def aset(self, key, value):
+        assert value is not None
+        self.values[key] = json.loads(json.dumps(value))
+
+
+class BlockingAssetStore:
+    """Airflow 3.3.0/3.3.1's accessor: only the blocking ``get``/``set``."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = json.loads(json.dumps(value))
+
+
+def watcher(store, **kwargs) -> IcebergSnapshotTrigger:
+    """A trigger as the triggerer starts an AssetWatcher's: built from its arguments, then given the store."""
+    trigger = IcebergSnapshotTrigger(
+        table="db.t", iceberg_conn_id="sql_catalog", poll_interval=0.02, **kwargs
+    )
+    trigger.asset_state_store = store
+    return trigger
+
+
+def run_until(trigger: IcebergSnapshotTrigger, last_snapshot_id: int, timeout: float = 30) -> list[dict]:
+    """Every event the trigger yields up to the one for ``last_snapshot_id``; then the trigger stops."""
+
+    async def collect():
+        events = []
+        stream = trigger.run()
+        try:
+            async for event in stream:
+                events.append(event.payload)
+                if event.payload.get("snapshot_id") == last_snapshot_id:
+                    return events
+        finally:
+            await stream.aclose()
+        return events
+
+    return asyncio.run(asyncio.wait_for(collect(), timeout))
+
+
+def started(trigger: IcebergSnapshotTrigger, store, timeout: float = 30) -> None:
+    """Start the trigger, let it take (or read back) its watermark and poll once, then stop it."""
+
+    async def briefly():
+        stream = trigger.run()
+        task = asyncio.ensure_future(stream.__anext__())
+        while watermark_key(trigger.watch()) not in store.values:  # stored before the first poll
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(trigger.poll_interval * 5)  # a few polls: nothing new to report
+        assert not task.done(), f"reported {task.result().payload}"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(briefly(), timeout))
+
+
+def head(table) -> int:
+    return table.refresh().current_snapshot().snapshot_id
+
+
+def ids(events: list[dict]) -> list[int]:
+    return [event["snapshot_id"] for event in events]
+
+
+def stored(store) -> dict:
+    ((key, value),) = store.values.items()
+    assert key.startswith(KEY_PREFIX)
+    return value["watermark"]
+
+
+# --------------------------------------------------------------------------- restarts
+
+
+def test_commits_made_while_no_triggerer_runs_are_each_reported_once_after_it_starts(table):
+    store = AssetStore()
+    baseline = head(table)
+    started(watcher(store), store)  # the first start: the head is the watermark
+    assert stored(store)["snapshot_id"] == baseline
+    table.append(rows(2))
+    first = head(table)
+    assert ids(run_until(watcher(store), first)) == [first]
+    # the triggerer is down: three commits
+    missed = []
+    for start in (4, 6, 8):
+        table.append(rows(start))
+        missed.append(head(table))
+    events = run_until(watcher(store), missed[-1])
+    assert ids(events) == missed  # one event each, oldest first, none before them
+    assert [e["matching_snapshot_ids"] for e in events] == [[m] for m in missed]
+    assert [e["parent_snapshot_id"] for e in events] == [first, *missed[:-1]]
+    # a restart with no new commit reports nothing; the next commit is the next event
+    started(watcher(store), store)
+    table.append(rows(10))
+    assert ids(run_until(watcher(store), head(table))) == [head(table)]
+
+
+def test_the_watermark_is_stored_before_its_event_is_yielded(table):
+    store = AssetStore()
+    started(watcher(store), store)
+    table.append(rows(2))
+    table.append(rows(4))
+    commits = [s.snapshot_id for s in table.refresh().snapshots()][1:]
+
+    async def watermark_at_each_yield():
+        seen = []
+        stream = watcher(store).run()
+        async for event in stream:
+            seen.append((event.payload["snapshot_id"], stored(store)["snapshot_id"]))
+            if len(seen) == 2:
+                break
+        await stream.aclose()
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(watermark_at_each_yield(), 30)) == [(c, c) for c in commits]
+
+
+def test_a_first_start_without_a_stored_watermark_begins_at_after_snapshot_id(table):
+    store = AssetStore()
+    given = head(table)
+    table.append(rows(2))
+    committed = head(table)
+    assert ids(run_until(watcher(store, after_snapshot_id=given), committed)) == [committed]
+    # once a watermark is stored it wins over the argument the trigger was built with
+    table.append(rows(4))
+    assert ids(run_until(watcher(store, after_snapshot_id=given), head(table))) == [head(table)]
+
+
+def test_airflow_3_3_0s_blocking_accessor_keeps_the_watermark_too(table):
+    store = BlockingAssetStore()
+    started(watcher(store), store)
+    table.append(rows(2))
+    committed = head(table)
+    assert ids(run_until(watcher(store), committed)) == [committed]
+    assert stored(store)["snapshot_id"] == committed
+
+
+def test_commits_that_fail_the_filters_move_the_watermark_but_are_not_reported(table):
+    store = AssetStore()
+    started(watcher(store, operation="append", summary={"writer": "etl"}), store)
+    table.append(rows(2))  # untagged
+    untagged = head(table)
+    table.append(rows(4), snapshot_properties={"writer": "etl"})
+    tagged = head(table)
+    table.delete("id == 0", snapshot_properties={"writer": "etl"})  # not an append
+    events = run_until(watcher(store, operation="append", summary={"writer": "etl"}), tagged)
+    assert ids(events) == [tagged] and untagged not in ids(events)
+
+
+def test_a_first_start_during_a_catalog_outage_reports_a_commit_made_during_it(table, monkeypatch):
+    """With no watermark stored, the first one is the head when the trigger started, read back
+    from the snapshot log once the catalog answers, not the head at the first read that works."""
+    import time
+
+    from airflow_iceberg.catalog import pyiceberg_tables
+
+    real_load_table, during = pyiceberg_tables.load_table, []
+
+    def down_once(config, name):
+        if not during:  # the first read: the catalog is down, and a commit lands meanwhile
+            time.sleep(0.002)  # a commit in a later millisecond than the trigger's start
+            table.append(rows(2))
+            during.append(head(table))
+            raise ConnectionRefusedError("catalog down")
+        return real_load_table(config, name)
+
+    monkeypatch.setattr(pyiceberg_tables, "load_table", down_once)
+
+    async def first_event():
+        stream = watcher(AssetStore()).run()
+        try:
+            return (await stream.__anext__()).payload
+        finally:
+            await stream.aclose()
+
+    assert asyncio.run(asyncio.wait_for(first_event(), 30))["snapshot_id"] == during[0]
+
+
+# --------------------------------------------------------------------------- what the watermark is
+
+
+def test_a_rollback_is_not_a_commit_and_rolling_forward_again_reports_nothing(table):
+    store = AssetStore()
+    started(watcher(store), store)
+    before = head(table)
+    table.append(rows(2))
+    reported = head(table)
+    assert ids(run_until(watcher(store), reported)) == [reported]
+    table.manage_snapshots().rollback_to_snapshot(before).commit()
+    started(watcher(store), store)  # rolled back: nothing new
+    table.manage_snapshots().set_current_snapshot(reported).commit()
+    started(watcher(store), store)  # forward again to a snapshot already reported: nothing new
+    table.manage_snapshots().rollback_to_snapshot(before).commit()
+    table.append(rows(4))  # a real commit on the rolled-back head
+    assert ids(run_until(watcher(store), head(table))) == [head(table)]
+
+
+def test_an_expired_watermark_snapshot_does_not_bring_back_older_commits(table):
+    """Once the watermark's snapshot is expired only its place in the commit order is left. A walk
+    back from the head that looks for its id (or its ancestors') never finds it when the head left
+    its history (a rollback), and reports every older snapshot still kept."""
+    store = AssetStore()
+    started(watcher(store), store)
+    table.append(rows(2))
+    older = head(table)
+    table.append(rows(4))
+    watermark = head(table)
+    assert ids(run_until(watcher(store), watermark)) == [older, watermark]
+    # while no triggerer runs: a rollback, a commit on top of it, and the rolled-back snapshot expired
+    table.manage_snapshots().rollback_to_snapshot(older).commit()
+    table.append(rows(6))
+    new = head(table)
+    table.maintenance.expire_snapshots().by_id(watermark).commit()
+    assert watermark not in [s.snapshot_id for s in table.refresh().snapshots()]
+    assert ids(run_until(watcher(store), new)) == [new]
+
+
+def test_a_table_created_again_under_the_same_name_reports_its_commits(catalog, table):
+    """The new table's sequence numbers start again at 1, below the old watermark's: compared by
+    commit order alone its commits would all count as old."""
+    store = AssetStore()
+    started(watcher(store), store)
+    for start in (2, 4, 6):
+        table.append(rows(start))
+    assert ids(run_until(watcher(store), head(table)))[-1] == head(table)
+    catalog.drop_table("db.t")
+    again = catalog.create_table("db.t", schema=rows(0).schema)
+    again.append(rows(0))
+    again.append(rows(2))
+    commits = [s.snapshot_id for s in again.refresh().snapshots()]
+    assert ids(run_until(watcher(store), commits[-1])) == commits
+    assert stored(store)["table_uuid"] == str(again.metadata.table_uuid)
+
+
+def test_a_table_that_does_not_exist_yet_reports_its_first_commits(catalog):
+    store = AssetStore()
+    started(watcher(store), store)  # no table: nothing seen yet
+    assert stored(store)["table_uuid"] is None
+    created = catalog.create_table("db.t", schema=rows(0).schema)
+    created.append(rows(0))
+    assert ids(run_until(watcher(store), head(created))) == [head(created)]
+
+
+def test_a_watermark_names_the_table_and_the_snapshots_place_in_its_commit_order(table):
+    snapshot = table.current_snapshot()
+    watermark = watermark_at(table, snapshot.snapshot_id)
+    assert watermark == Watermark(
+        table_uuid=str(table.metadata.table_uuid),
+        snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number,
+        timestamp_ms=snapshot.timestamp_ms,
+    )
+    assert Watermark.from_json(json.loads(json.dumps(watermark.to_json()))) == watermark
+    assert Watermark.from_json({"snapshot_id": 1}) is None  # not ours: as if none were stored
+    assert snapshots_since(table, watermark) == []
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_two_watchers_of_one_asset_keep_separate_watermarks(table):
+    store = AssetStore()  # one asset, two watchers: appends, and deletes
+    appends, deletes = {"operation": "append"}, {"operation": "delete"}
+    started(watcher(store, **appends), store)
+    started(watcher(store, **deletes), store)
+    assert len(store.values) == 2
+    table.append(rows(2))
+    appended = head(table)
+    table.delete("id >= 2")
+    deleted = head(table)
+    assert ids(run_until(watcher(store, **appends), appended)) == [appended]
+    # the append watcher moved its watermark past the delete; the delete watcher's is its own
+    assert ids(run_until(watcher(store, **deletes), deleted)) == [deleted]
+
+
+def test_the_key_follows_what_is_watched_not_how_often(table):
+    store = AssetStore()
+    started(watcher(store), store)
+    table.append(rows(2))
+    committed = head(table)
+    slower = watcher(store, poll_retries=3)
+    slower.poll_interval = 0.03  # a DAG that changed the pacing builds a new trigger: same watermark
+    assert ids(run_until(slower, committed)) == [committed]
+    assert watermark_key(watcher(None).watch()) != watermark_key(watcher(None, branch="audit").watch())
+
+
+def test_a_trigger_shared_by_several_assets_keeps_no_watermark_and_reports_as_before(table):
+    """Airflow deduplicates triggers with equal arguments; its accessor then serves two assets and
+    refuses to pick one. The trigger falls back to its baseline at the start."""
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    two = AssetStateStoreAccessors(inlets=[Asset(name="a", uri="s3://a/"), Asset(name="b", uri="s3://b/")])
+    baseline = head(table)
+    table.append(rows(2))
+    table.append(rows(4))
+
+    async def every_event():
+        return [event.payload async for event in watcher(two, after_snapshot_id=baseline).run()]
+
+    (event,) = asyncio.run(asyncio.wait_for(every_event(), 30))  # one event, then it returns
+    assert event["matching_snapshot_ids"] == [s.snapshot_id for s in table.refresh().snapshots()][1:]
+
+
+def test_without_a_state_store_the_trigger_yields_one_event_and_returns(table):
+    trigger = IcebergSnapshotTrigger(table="db.t", iceberg_conn_id="sql_catalog", poll_interval=0.02)
+    assert trigger.asset_state_store is None  # a deferred sensor's trigger
+    baseline = head(table)
+    table.append(rows(2))
+    table.append(rows(4))
+    trigger.after_snapshot_id = baseline
+
+    async def every_event():
+        return [event.payload async for event in trigger.run()]
+
+    (event,) = asyncio.run(asyncio.wait_for(every_event(), 30))
+    assert event["snapshot_id"] == head(table) and len(event["matching_snapshot_ids"]) == 2
