@@ -532,6 +532,8 @@ def test_a_branch_compaction_that_cannot_run_is_refused_and_changes_nothing(spar
     # The runtime answers for itself: this session's is the jar the suite loaded ...
     loaded = iceberg_runtime.runtime_version(spark, table)
     assert loaded is not None and spark.conf.get("spark.jars").endswith(f"-{loaded}.jar")
+    # (the session catalog's function is out of reach on Spark 3.5: the driver's JVM answers)
+    assert iceberg_runtime.runtime_version(spark, "spark_catalog.db.any") == loaded
     # ... and one before 1.11 (a Spark Connect server's own, say) is refused before anything runs.
     monkeypatch.setattr(iceberg_runtime, "runtime_version", lambda spark, table: "1.10.2")
     refusal = r"of branch 'audit_20240102' needs Iceberg 1.11 or later, and .* runs Iceberg 1.10.2"
