@@ -32,7 +32,7 @@ test: setup
 spark4-test: setup
 	$(call line_tests,4.0)
 
-## The same on Spark 4.1 (Iceberg 1.11), not part of `make test`: sets up the 4.1 line first.
+## The same on Spark 4.1 (Iceberg 1.12.0), not part of `make test`: sets up the 4.1 line first.
 spark41-test:
 	SPARK_LINES="3.5 4.0 4.1" bash scripts/setup.sh
 	$(call line_tests,4.1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_iceberg import __version__
+from airflow_iceberg.catalog.iceberg_runtimes import defaults_text
 
 _OPTIONAL = {"type": ["string", "null"]}
 _REQUIRED = {"type": "string"}
@@ -128,8 +129,11 @@ CONN_FIELDS: dict[str, Any] = {
         "description": "Wrap Spark's built-in catalog with SparkSessionCatalog (catalog name spark_catalog).",
         "schema": {"type": ["boolean", "null"], "default": False, "section": PROPERTIES},
     },
-    "iceberg_version": _required(
-        "Iceberg version", "Version of iceberg-spark-runtime to load.", default="1.10.2", section=RUNTIME
+    "iceberg_version": _field(
+        "Iceberg version",
+        "Release of iceberg-spark-runtime to load, e.g. 1.10.2. Empty: the newest built for the "
+        f"Spark version ({defaults_text()}).",
+        section=RUNTIME,
     ),
     "spark_version": _required(
         "Spark version", "Spark major.minor of the cluster (3.5, 4.0, 4.1).", default="3.5", section=RUNTIME
@@ -148,7 +152,7 @@ CONN_FIELDS: dict[str, Any] = {
     "extra_jars": _field("Extra jars", "Comma-separated jars, e.g. a JDBC driver.", section=RUNTIME),
     "extra_packages": _field(
         "Extra packages",
-        "Comma-separated Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.10.1.",
+        "Comma-separated Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.12.0.",
         section=RUNTIME,
     ),
 }

@@ -271,7 +271,8 @@ def summarize(samples: dict[str, list[float]], sizes: tuple[int, ...], failures:
             section.misses.append(miss_cause(name, connect, submit, target, fixed, "DAG" if dag else "task"))
     section.notes = [
         "Ratio = spark-submit mode's time ÷ Connect mode's time (higher is better for Connect).",
-        "Both modes: the same operators and job, Spark 4.0.5 with iceberg-spark-runtime-4.0_2.13-1.10.2, "
+        "Both modes: the same operators and job, Spark 4.0.5 with "
+        f"{Path(spark4_environment().get('ICEBERG_RUNTIME_JAR', '')).stem}, "
         "`local[2]`, the same spark-defaults.conf; only the `spark_default` connection differs.",
         "The Connect server is started once for the comparison and warmed by one untimed run of every "
         "arm; its CPU is not in the Connect side's CPU figures (it is not a process of the task).",

@@ -1,9 +1,11 @@
 # Source this file to work with the checkout's local Airflow and Spark:  source scripts/local_env.sh
 # It only exports variables; scripts/setup.sh creates what they point at.
 # SPARK_LINE picks the Spark runtime, as the Spark installed on an Airflow worker would:
-#   3.5 (default)  .spark-venv   pyspark 3.5, Scala 2.12, iceberg-spark-runtime-3.5_2.12
-#   4.0            .spark4-venv  pyspark 4.0, Scala 2.13, iceberg-spark-runtime-4.0_2.13
-#   4.1            .spark41-venv pyspark 4.1, Scala 2.13, iceberg-spark-runtime-4.1_2.13 (1.11)
+#   3.5 (default)  .spark-venv   pyspark 3.5, Scala 2.12, iceberg-spark-runtime-3.5_2.12 (1.12.0)
+#   4.0            .spark4-venv  pyspark 4.0, Scala 2.13, iceberg-spark-runtime-4.0_2.13 (1.11.0)
+#   4.1            .spark41-venv pyspark 4.1, Scala 2.13, iceberg-spark-runtime-4.1_2.13 (1.12.0)
+# Each line's runtime is the one a connection without iceberg_version gets (DEFAULT_ICEBERG_VERSIONS
+# in airflow_iceberg/catalog/iceberg_runtimes.py): Iceberg publishes no 1.12.0 for Spark 4.0.
 #   e.g.  SPARK_LINE=4.0 source scripts/local_env.sh
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export AIRFLOW_HOME="$_root/.airflow"
@@ -15,9 +17,9 @@ export SPARK_CONF_DIR="$_root/.spark-conf"
 export SPARK_LOCAL_IP=127.0.0.1
 export SPARK_LINE="${SPARK_LINE:-3.5}"
 case "$SPARK_LINE" in
-  3.5) _venv=.spark-venv;  _scala=2.12; _iceberg=1.10.2 ;;
-  4.0) _venv=.spark4-venv; _scala=2.13; _iceberg=1.10.2 ;;
-  4.1) _venv=.spark41-venv; _scala=2.13; _iceberg=1.11.0 ;;
+  3.5) _venv=.spark-venv;  _scala=2.12; _iceberg=1.12.0 ;;
+  4.0) _venv=.spark4-venv; _scala=2.13; _iceberg=1.11.0 ;;
+  4.1) _venv=.spark41-venv; _scala=2.13; _iceberg=1.12.0 ;;
   *) echo "local_env.sh: SPARK_LINE=$SPARK_LINE is not one of 3.5, 4.0, 4.1" >&2; return 1 2>/dev/null || exit 1 ;;
 esac
 export SPARK_VENV="$_root/$_venv"
@@ -25,11 +27,10 @@ _artifact="iceberg-spark-runtime-${SPARK_LINE}_$_scala"
 export ICEBERG_RUNTIME_COORDINATE="org.apache.iceberg:$_artifact:$_iceberg"
 export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/$_artifact-$_iceberg.jar"
 # S3 support, from Maven Central like the runtime (scripts/setup.sh fetches them into .cache/jars):
-# S3FileIO's AWS SDK v2 (Iceberg publishes no iceberg-aws-bundle 1.10.2; the bundle holds only the
-# SDK, so 1.10.1's serves the 1.10.2 runtime), and S3A's hadoop-aws for pyspark 3.5.9's Hadoop
-# 3.3.4 with the AWS SDK v1 bundle that hadoop-aws 3.3.4 was built against.
-export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:1.10.1"
-export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-1.10.1.jar"
+# S3FileIO's AWS SDK v2 in the iceberg-aws-bundle of the runtime's own release, and S3A's hadoop-aws
+# for pyspark 3.5.9's Hadoop 3.3.4 with the AWS SDK v1 bundle that hadoop-aws 3.3.4 was built against.
+export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:$_iceberg"
+export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-$_iceberg.jar"
 export HADOOP_AWS_JARS="$_root/.cache/jars/hadoop-aws-3.3.4.jar,$_root/.cache/jars/aws-java-sdk-bundle-1.12.262.jar"
 # Nessie's server for the Nessie catalog tests (its Quarkus runner jar, Java 21+).
 export NESSIE_RUNNER_JAR="$_root/.cache/jars/nessie-quarkus-0.99.0-runner.jar"

@@ -38,9 +38,10 @@ fetch_jar() {  # fetch_jar GROUP:ARTIFACT:VERSION JAR_PATH
   fi
 }
 
-# Each Spark line's runtime (its venv, as scripts/local_env.sh names it) and the official Apache
-# Iceberg Spark runtime built for it. `make test` runs 3.5 and 4.0; SPARK_LINES="3.5 4.0 4.1" adds
-# the 4.1 line for `make spark41-test`.
+# Each Spark line's runtime (its venv, as scripts/local_env.sh names it), the official Apache
+# Iceberg Spark runtime built for it (the release a connection without iceberg_version gets) and the
+# iceberg-aws-bundle of that release (S3FileIO's AWS SDK v2). `make test` runs 3.5 and 4.0;
+# SPARK_LINES="3.5 4.0 4.1" adds the 4.1 line for `make spark41-test`.
 declare -A SPARK_REQUIREMENTS=([3.5]=requirements/spark.txt [4.0]=requirements/spark4.txt \
                                [4.1]=requirements/spark41.txt)
 for line in ${SPARK_LINES:-3.5 4.0}; do
@@ -48,14 +49,14 @@ for line in ${SPARK_LINES:-3.5 4.0}; do
     SPARK_LINE=$line source scripts/local_env.sh
     make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
     fetch_jar "$ICEBERG_RUNTIME_COORDINATE" "$ICEBERG_RUNTIME_JAR"
+    fetch_jar "$ICEBERG_AWS_BUNDLE_COORDINATE" "$ICEBERG_AWS_BUNDLE_JAR"
   )
 done
 
 # The runtimes exist now: source the environment again so SPARK_HOME points into the default one.
 source scripts/local_env.sh
 
-# The S3 jars: S3FileIO's AWS SDK v2 bundle; S3A's hadoop-aws and its AWS SDK v1 bundle.
-fetch_jar "$ICEBERG_AWS_BUNDLE_COORDINATE" "$ICEBERG_AWS_BUNDLE_JAR"
+# S3A's jars: hadoop-aws and its AWS SDK v1 bundle.
 IFS=, read -r hadoop_aws_jar aws_sdk_jar <<< "$HADOOP_AWS_JARS"
 fetch_jar org.apache.hadoop:hadoop-aws:3.3.4 "$hadoop_aws_jar"
 fetch_jar com.amazonaws:aws-java-sdk-bundle:1.12.262 "$aws_sdk_jar"

@@ -13,6 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_iceberg.catalog.iceberg_runtimes import (
+    DEFAULT_ICEBERG_VERSIONS,
+    NEWEST_KNOWN_RELEASE,
+    default_iceberg_version,
+    jar_iceberg_version,
+    pairing_problem,
+    release,
+)
 from airflow_iceberg.catalog.secret_detection import (
     display_uri,
     has_user_info,
@@ -30,12 +38,13 @@ from airflow_iceberg.jobs.spec.identifiers import PROPERTY_KEY_RE, SQL_NAME_RE
 CATALOG_TYPES = ("hadoop", "hive", "rest", "jdbc", "glue", "nessie")
 SESSION_CATALOG_NAME = "spark_catalog"
 DEFAULT_CATALOG_NAME = "iceberg"
-DEFAULT_ICEBERG_VERSION = "1.10.2"
 DEFAULT_SPARK_VERSION = "3.5"
+#: The default line's runtime; a connection without ``iceberg_version`` gets its own line's
+#: (:data:`~airflow_iceberg.catalog.iceberg_runtimes.DEFAULT_ICEBERG_VERSIONS`).
+DEFAULT_ICEBERG_VERSION = DEFAULT_ICEBERG_VERSIONS[DEFAULT_SPARK_VERSION]
 DEFAULT_SCALA_VERSION = "2.12"
-#: Spark 4 is built for Scala 2.13 only; its Iceberg runtimes start at these Iceberg releases.
+#: Spark 4 is built for Scala 2.13 only.
 SPARK4_SCALA_VERSION = "2.13"
-FIRST_ICEBERG_FOR_SPARK = {(4, 0): (1, 10), (4, 1): (1, 11)}
 CONN_TYPE = "iceberg_catalog"
 
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
@@ -97,6 +106,14 @@ class CatalogConfig:
     def kind(self) -> str:
         """The catalog type, or ``custom`` for a ``catalog-impl`` class."""
         return "custom" if self.catalog_impl else str(self.catalog_type)
+
+    @property
+    def runtime_iceberg_version(self) -> str | None:
+        """The Iceberg release the job loads, when the connection tells: ``iceberg_version``, or with
+        ``runtime_jar`` the release in the jar's standard file name (None for a jar named otherwise)."""
+        if self.runtime_jar:
+            return jar_iceberg_version(self.runtime_jar)
+        return self.iceberg_version
 
     @property
     def uri_password(self) -> str | None:
@@ -171,7 +188,7 @@ class CatalogConfig:
             _check(
                 _VERSION_RE.match(getattr(self, name) or ""),
                 name,
-                f"{getattr(self, name)!r} is not a version such as 1.10.2",
+                f"{getattr(self, name)!r} is not a version such as 1.12.0",
             )
         self._validate_runtime_versions()
         if self.cache_expiration_interval_ms is not None:
@@ -184,22 +201,17 @@ class CatalogConfig:
 
     def _validate_runtime_versions(self) -> None:
         """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
-        spark = _release(self.spark_version)
-        if spark[:1] < (4,) or self.runtime_jar:  # a runtime jar replaces the coordinate
+        if self.runtime_jar:  # a runtime jar replaces the coordinate
             return
-        _check(
-            self.scala_version == SPARK4_SCALA_VERSION,
-            "scala_version",
-            f"Spark {self.spark_version} is built for Scala {SPARK4_SCALA_VERSION} only, "
-            f"not {self.scala_version}",
-        )
-        first = FIRST_ICEBERG_FOR_SPARK.get(spark[:2])
-        _check(
-            first is None or _release(self.iceberg_version)[:2] >= first,
-            "iceberg_version",
-            f"Iceberg {self.iceberg_version} has no runtime for Spark {'.'.join(map(str, spark[:2]))}; "
-            f"use Iceberg {'.'.join(map(str, first or ()))}.0 or later",
-        )
+        if release(self.spark_version)[:1] >= (4,):
+            _check(
+                self.scala_version == SPARK4_SCALA_VERSION,
+                "scala_version",
+                f"Spark {self.spark_version} is built for Scala {SPARK4_SCALA_VERSION} only, "
+                f"not {self.scala_version}",
+            )
+        problem = pairing_problem(self.spark_version, self.iceberg_version)
+        _check(problem is None, "iceberg_version", str(problem))
 
     def _validate_locations(self) -> None:
         kind = self.kind
@@ -422,8 +434,10 @@ def config_from_fields(
         values["catalog_type"] = None
     if values.get("session_catalog") and "catalog_name" not in values:
         values["catalog_name"] = SESSION_CATALOG_NAME
-    if "scala_version" not in values and _release(values.get("spark_version", ""))[:1] >= (4,):
+    if "scala_version" not in values and release(values.get("spark_version", ""))[:1] >= (4,):
         values["scala_version"] = SPARK4_SCALA_VERSION  # unset, it follows Spark: 2.13 for Spark 4
+    if "iceberg_version" not in values:  # unset, it follows Spark: the newest runtime of its line
+        values["iceberg_version"] = _default_iceberg_version(values)
     uri = _uri(extra.get("uri") or host, port or None)
     if values.get("catalog_type") == "jdbc" and uri and _JDBC_SUBPROTOCOL_RE.match(uri):
         uri = uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
@@ -435,10 +449,23 @@ def config_from_fields(
     ).validate()
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """The leading numbers of a version: ``4.0.1`` -> (4, 0, 1), ``1.11.0-rc1`` -> (1, 11, 0)."""
-    numbers = re.match(r"[0-9]+(\.[0-9]+)*", str(version))
-    return tuple(int(part) for part in numbers.group(0).split(".")) if numbers else ()
+def _default_iceberg_version(values: Mapping[str, Any]) -> str:
+    """The newest Iceberg release with a runtime for the connection's Spark line.
+
+    A line no known release builds has none: with a runtime jar that does not matter (its own name
+    says its release); otherwise the connection must name the release, or Spark version is wrong.
+    """
+    spark = str(values.get("spark_version", DEFAULT_SPARK_VERSION))
+    default = default_iceberg_version(spark)
+    if default is None and not values.get("runtime_jar") and _VERSION_RE.match(spark):
+        newest = ".".join(map(str, NEWEST_KNOWN_RELEASE))
+        raise field_error(
+            "spark_version",
+            f"no Iceberg release up to {newest} has a runtime for Spark {spark}, "
+            "so Iceberg version has no default: set Iceberg version to a later release built for it "
+            "(which is not checked), or Runtime jar, or Spark version to your cluster's line",
+        )
+    return default or DEFAULT_ICEBERG_VERSION
 
 
 def _as_is(value: Any, name: str) -> Any:

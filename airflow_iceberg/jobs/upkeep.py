@@ -1,17 +1,24 @@
 """Table upkeep through Iceberg's Spark procedures: expire, compact, rewrite manifests and deletes.
 
 Each returns what the procedure did (its output row: files rewritten, added and removed, bytes)
-plus the table's ``main`` snapshot before and after, so the XCom says what changed. Rolling back,
-which must stay exactly-once across retries, is :mod:`.rollback`.
+plus the snapshot of the ref it rewrote (``main``, or the compacted branch) before and after, so
+the XCom says what changed. Rolling back, which must stay exactly-once across retries, is
+:mod:`.rollback`.
 
 A rewrite commits a ``replace`` snapshot on ``main``, after which ``main`` can no longer be
-fast-forwarded to a branch made before it: write-audit-publish's publish would fail. Iceberg
-1.10 cannot compact the branch instead (``rewrite_data_files(branch => ...)`` comes with 1.11,
-and cherry-picking does not take a MERGE's snapshot), so the rewrites can wait instead
-(``wait_for_branches``): while a matching branch waits to be published, they change nothing.
-A matching branch at ``main``'s head waits too: it is what a branch write looks like between
-making its branch and committing its (long) MERGE or write, and compacting then would fail the
-publish that follows.
+fast-forwarded to a branch made before it: write-audit-publish's publish would fail. Two ways
+out. The rewrites can wait (``wait_for_branches``): while a matching branch waits to be
+published, they change nothing. A matching branch at ``main``'s head waits too: it is what a
+branch write looks like between making its branch and committing its (long) MERGE or write, and
+compacting then would fail the publish that follows. Or, from Iceberg 1.11, compaction can
+rewrite the branch itself (``rewrite_data_files(branch => ...)``): its ``replace`` snapshot lands
+on the branch, which still descends from ``main``, so the publish fast-forwards ``main`` to
+compacted files. Iceberg offers no branch for ``rewrite_manifests`` nor
+``rewrite_position_delete_files`` (up to 1.12), which rewrite ``main`` only.
+
+No rewrite changes a row, so none needs a commit id to stay exactly-once: a retry of a try that
+committed finds nothing left to rewrite (or rewrites the same rows again) and the rows stay those
+of the ref before the first try.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs.branches import procedure_call, sql_string
+from airflow_iceberg.jobs.iceberg_runtime import FIRST_ICEBERG_WITH_BRANCH_COMPACTION, require_runtime
 from airflow_iceberg.jobs.merges import check_expressions
 from airflow_iceberg.jobs.spec.upkeep import (
     ExpireSnapshotsSpec,
@@ -31,6 +39,7 @@ from airflow_iceberg.jobs.spec.upkeep import (
     quoted_sort_order,
 )
 from airflow_iceberg.jobs.table_state import (
+    TableStateError,
     branch_heads,
     driver_table,
     is_ancestor,
@@ -89,10 +98,15 @@ def _run(
     procedure: str,
     arguments: dict[str, str],
     wait_for_branches: Sequence[str] = (),
+    ref: str = "main",
 ) -> dict[str, Any]:
-    """Call ``procedure`` unless a branch matching ``wait_for_branches`` waits to be published."""
+    """Call ``procedure`` unless a branch matching ``wait_for_branches`` waits to be published.
+
+    ``ref`` is the branch the procedure rewrites (``main`` unless it is given ``branch``): the
+    result's snapshot ids are that branch's, before and after.
+    """
     require_table(spark, table)
-    before = ref_snapshot_id(spark, table, "main", "BRANCH")
+    before = ref_snapshot_id(spark, table, ref, "BRANCH")
     waiting = branches_waiting_to_publish(spark, table, wait_for_branches)
     if waiting:
         names = ", ".join(f"{entry['branch']} (snapshot {entry['snapshot_id']})" for entry in waiting)
@@ -117,9 +131,10 @@ def _run(
     return {
         "table": table,
         "procedure": procedure,
+        **({"branch": ref} if ref != "main" else {}),
         **(rows[0].asDict() if rows else {}),
         "previous_snapshot_id": before,
-        "snapshot_id": ref_snapshot_id(spark, table, "main", "BRANCH"),
+        "snapshot_id": ref_snapshot_id(spark, table, ref, "BRANCH"),
     }
 
 
@@ -140,7 +155,11 @@ def expire_snapshots(spark: SparkSession, spec: ExpireSnapshotsSpec) -> dict[str
 
 
 def rewrite_data_files(spark: SparkSession, spec: RewriteDataFilesSpec) -> dict[str, Any]:
-    """``rewrite_data_files``: compact small files (binpack) or also sort them."""
+    """``rewrite_data_files``: compact small files (binpack) or also sort them, on ``main`` or a branch.
+
+    A branch is compacted only on Iceberg 1.11 or later, and only if it exists: either refusal
+    comes before anything changes.
+    """
     arguments = {"strategy": sql_string(spec.strategy)}
     checks = []
     if spec.sort_order is not None:
@@ -151,7 +170,18 @@ def rewrite_data_files(spark: SparkSession, spec: RewriteDataFilesSpec) -> dict[
     check_expressions(spark, checks)
     if spec.options:
         arguments["options"] = sql_map(spec.options)
-    return _run(spark, spec.table, "rewrite_data_files", arguments, spec.wait_for_branches)
+    if spec.branch is None:
+        return _run(spark, spec.table, "rewrite_data_files", arguments, spec.wait_for_branches)
+    require_table(spark, spec.table)
+    feature = f"rewrite_data_files of branch {spec.branch!r}"
+    require_runtime(spark, spec.table, FIRST_ICEBERG_WITH_BRANCH_COMPACTION, feature)
+    if ref_snapshot_id(spark, spec.table, spec.branch, "BRANCH") is None:
+        raise TableStateError(
+            f"{spec.table} has no branch {spec.branch!r} to compact (published and dropped already, or "
+            "not made yet); nothing was changed"
+        )
+    arguments["branch"] = sql_string(spec.branch)
+    return _run(spark, spec.table, "rewrite_data_files", arguments, ref=spec.branch)
 
 
 def rewrite_manifests(spark: SparkSession, spec: RewriteManifestsSpec) -> dict[str, Any]:

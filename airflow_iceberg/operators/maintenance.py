@@ -10,7 +10,8 @@ None of them rewrites rows, so none needs the commit id to stay exactly-once: a 
 compaction compacts what is left, a retry of an expiry expires nothing more. A rollback does use
 it: its first try records where ``main`` was, so a retry never rolls back a later commit.
 The rewrites can wait for branches about to be published (``wait_for_branches``): they are then
-skipped, changing nothing.
+skipped, changing nothing. Or, on Iceberg 1.11 and later, compaction rewrites an audit branch
+itself (``branch``), before its audit, and its publish brings the compacted files to ``main``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowSkipException
 
+from airflow_iceberg.catalog.config import CatalogConfig
+from airflow_iceberg.catalog.iceberg_runtimes import release
+from airflow_iceberg.exceptions import InvalidSpecError
+from airflow_iceberg.jobs.iceberg_runtime import FIRST_ICEBERG_WITH_BRANCH_COMPACTION
 from airflow_iceberg.jobs.spec.branches import RollbackSpec
 from airflow_iceberg.jobs.spec.upkeep import (
     ExpireSnapshotsSpec,
@@ -29,6 +34,7 @@ from airflow_iceberg.jobs.spec.upkeep import (
     RewritePositionDeletesSpec,
 )
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.connect import is_spark_connect
 from airflow_iceberg.operators.rendered import as_dict, as_int, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
@@ -152,7 +158,15 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
     """Compact small data files (``rewrite_data_files``): rows unchanged, fewer and larger files.
 
     XCom: ``rewritten_data_files_count``, ``added_data_files_count``, ``rewritten_bytes_count``,
-    ``failed_data_files_count``, ``removed_delete_files_count``.
+    ``failed_data_files_count``, ``removed_delete_files_count``, and the compacted branch's
+    snapshot before (``previous_snapshot_id``) and after (``snapshot_id``).
+
+    With ``branch`` (Iceberg 1.11 or later) it compacts that branch instead of ``main``, e.g. a
+    write-audit-publish branch between its write and its audit: the compaction's snapshot lands on
+    the branch, ``main`` is untouched, and the publish fast-forwards ``main`` to compacted files.
+    A publish pinned to an audited snapshot refuses a branch compacted after its audit, so compact
+    before it. A connection whose Iceberg version is older is refused before Spark starts; over
+    Spark Connect the job asks the server's runtime before it changes anything.
 
     :param strategy: ``binpack`` (default) or ``sort``.
     :param sort_order: For ``sort``: ``"col [ASC|DESC] [NULLS FIRST|LAST], ..."`` or
@@ -163,7 +177,9 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         ``min-file-size-bytes``, ``max-file-size-bytes``, ``partial-progress.enabled``,
         ``rewrite-all`` ... (templated)
     :param wait_for_branches: Skip, changing nothing, while a branch matching one of these
-        patterns (e.g. ``"audit_*"``) waits to be published. (templated)
+        patterns (e.g. ``"audit_*"``) waits to be published. Not with ``branch``. (templated)
+    :param branch: Compact this branch, which must exist, instead of ``main``, e.g.
+        ``"audit_{{ ds_nodash }}"``. Iceberg 1.11 or later. (templated)
     """
 
     template_fields: Sequence[str] = (
@@ -171,6 +187,7 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         "sort_order",
         "where",
         "options",
+        "branch",
     )
 
     def __init__(
@@ -180,6 +197,7 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         sort_order: str | None = None,
         where: str | None = None,
         options: Mapping[str, Any] | None = None,
+        branch: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -187,6 +205,7 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         self.sort_order = sort_order
         self.where = where
         self.options = options
+        self.branch = branch
 
     def build_spec(self) -> RewriteDataFilesSpec:
         return RewriteDataFilesSpec(
@@ -196,7 +215,33 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
             where=self.where or None,
             options=as_dict(self.options, "options"),
             wait_for_branches=self.branch_patterns(),
+            branch=self.branch or None,
         )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if self.branch and not is_spark_connect(self._conn_id):  # the connection picks the runtime
+            refuse_branch_compaction_before_1_11(self.iceberg_conn_id, self.catalog_hooks[0].catalog_config)
+        return super().execute(context)
+
+
+def refuse_branch_compaction_before_1_11(conn_id: str, config: CatalogConfig) -> None:
+    """Refuse a branch compaction that spark-submit would run on an Iceberg runtime before 1.11.
+
+    The connection says which runtime spark-submit loads: ``iceberg_version``, or the release in
+    ``runtime_jar``'s standard file name. A jar named otherwise is left to the job, which asks the
+    runtime itself before it changes anything.
+    """
+    version = config.runtime_iceberg_version
+    if version is None or release(version)[:2] >= FIRST_ICEBERG_WITH_BRANCH_COMPACTION:
+        return
+    first = ".".join(map(str, FIRST_ICEBERG_WITH_BRANCH_COMPACTION))
+    source = "its Runtime jar holds" if config.runtime_jar else "its Iceberg version (iceberg_version) is"
+    raise InvalidSpecError(
+        f"branch: compacting a branch (rewrite_data_files with branch) needs Iceberg {first} or later, "
+        f"and connection {conn_id!r} loads Iceberg {version} ({source} {version}, for Spark "
+        f"{config.spark_version}); set its Iceberg version to {first}.0 or later, or leave it empty for "
+        "the newest of its Spark line. Nothing was run"
+    )
 
 
 class IcebergRewriteManifestsOperator(_RewriteOperator):

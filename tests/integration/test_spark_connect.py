@@ -190,6 +190,33 @@ def test_write_audit_publish_tags_compaction_and_reads_work_over_connect(connect
     assert (read["row_count"], [row["id"] for row in read["preview"]]) == (1, [2])
 
 
+def test_an_audit_branch_is_compacted_over_connect_after_asking_the_servers_runtime(connect_lake, table):
+    """The job asks the server's runtime (no py4j) before ``rewrite_data_files(branch => ...)``."""
+    from airflow_iceberg.jobs import upkeep
+    from airflow_iceberg.jobs.iceberg_runtime import runtime_version
+    from airflow_iceberg.jobs.spec.upkeep import RewriteDataFilesSpec
+    from airflow_iceberg.jobs.writes import write_table
+    from tests.servers.spark_connect import ICEBERG_4_0_VERSION
+
+    spark, lake = connect_lake
+    created = write_table(spark, write_spec(table, "create", ROWS))
+    for row in ((3, "c"), (4, "d")):
+        write_table(spark, write_spec(table, "append", values_query([row], "id, name"), branch="audit"))
+    head, rows = lake.branch_head(table, "audit"), lake.rows(table, lake.branch_head(table, "audit"))
+    assert runtime_version(spark, table) == ICEBERG_4_0_VERSION
+    spec = RewriteDataFilesSpec(table=table, branch="audit", options={"min-input-files": "2"})
+    compacted = upkeep.rewrite_data_files(spark, spec.validated())
+    assert (compacted["previous_snapshot_id"], compacted["snapshot_id"]) == (
+        head,
+        lake.branch_head(table, "audit"),
+    )
+    assert (
+        lake.rows(table, compacted["snapshot_id"]) == rows
+        and len(lake.files_at(table, compacted["snapshot_id"])) == 1
+    )
+    assert lake.current_snapshot_id(table) == created["snapshot_id"]  # main untouched
+
+
 def _ref_action(spark, spec, commit_id="wap:ref:manual__2024-01-02:-1:1:"):
     """One try of a publish, tag or rollback task, through the job's dispatch, as the operator runs it."""
     from airflow_iceberg.jobs.iceberg_job import run

@@ -90,6 +90,15 @@ class Lake:
         """The current snapshot's data files (pyiceberg DataFile objects)."""
         return [task.file for task in self.load(table).scan().plan_files()]
 
+    def branch_head(self, table: str, branch: str) -> int | None:
+        """The snapshot the branch points at, from the table's metadata (None without the branch)."""
+        ref = self.load(table).metadata.refs.get(branch)
+        return ref.snapshot_id if ref is not None else None
+
+    def files_at(self, table: str, snapshot_id: int) -> list[Any]:
+        """The data files of a snapshot (a branch's head, say), as pyiceberg plans them."""
+        return [task.file for task in self.load(table).scan(snapshot_id=snapshot_id).plan_files()]
+
     def schema_names(self, table: str) -> list[str]:
         return [f.name for f in self.load(table).schema().fields]
 

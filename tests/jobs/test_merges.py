@@ -415,7 +415,11 @@ def test_record_count_change_of_a_copy_on_write_merge_of_files_with_merge_on_rea
 
 
 def _equality_delete(spark, table: str, ids: list[int]) -> None:
-    """Commit an equality delete file on ``id``, as Flink's upserts write them (Iceberg's Java API)."""
+    """Commit an equality delete file on ``id``, as Flink's upserts write them (Iceberg's Java API).
+
+    Through ``GenericFileWriterFactory``, whose builder is public from Iceberg 1.11 on (1.12 removed
+    the ``GenericAppenderFactory`` this used before).
+    """
     from airflow_iceberg.jobs.table_state import iceberg_table
 
     jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
@@ -426,12 +430,16 @@ def _equality_delete(spark, table: str, ids: list[int]) -> None:
     names = jvm.java.util.ArrayList()
     names.add("id")
     delete_schema = schema.select(names)
-    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
-        schema, loaded.spec(), field_ids, delete_schema, None
+    factory = (
+        getattr(jvm.org.apache.iceberg.data, "GenericFileWriterFactory$Builder")(loaded)
+        .deleteFileFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+        .equalityFieldIds(field_ids)
+        .equalityDeleteRowSchema(delete_schema)
+        .build()
     )
     out = loaded.io().newOutputFile(f"{loaded.location()}/data/flink-eq-deletes.parquet")
     encrypted = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(out)
-    writer = factory.newEqDeleteWriter(encrypted, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
+    writer = factory.newEqualityDeleteWriter(encrypted, loaded.spec(), None)
     for value in ids:
         record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
         record.setField("id", jvm.java.lang.Integer(value))

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from airflow_iceberg.jobs import upkeep
+from airflow_iceberg.jobs import iceberg_runtime, upkeep
 from airflow_iceberg.jobs.branches import procedure_call, tag_snapshot
 from airflow_iceberg.jobs.iceberg_job import run
 from airflow_iceberg.jobs.merges import delete_from
@@ -471,3 +471,81 @@ def test_compaction_waiting_for_branches_waits_for_a_branch_write_in_flight(spar
     done = rewrite_data_files(spark, compaction)
     assert "skipped" not in done and done["rewritten_data_files_count"] >= 2
     assert [(r["id"], r["name"]) for r in lake.rows(table)] == [(1, "A"), (2, "b"), (3, "c"), (4, "d")]
+
+
+AUDIT = "audit_20240102"
+
+
+def _audit_branch_of_small_files(spark, lake, table) -> tuple[int, int]:
+    """Small files on main; ``audit_20240102`` made from it and given three small appends of its own."""
+    _small_files(spark, table, batches=3)
+    for batch in range(10, 13):
+        rows = values_query([(batch, f"d{batch % 2}")], "id, day")
+        write_table(spark, write_spec(table, "append", rows, branch=AUDIT))
+    return lake.branch_head(table, "main"), lake.branch_head(table, AUDIT)
+
+
+def test_compacting_an_audit_branch_leaves_main_alone_and_its_publish_brings_the_compacted_files(
+    spark, lake, table
+):
+    main, head = _audit_branch_of_small_files(spark, lake, table)
+    main_state, main_rows, main_files = lake.state(table), lake.rows(table), lake.data_files(table)
+    branch_rows, branch_files = lake.rows(table, head), lake.files_at(table, head)
+    options = {"min-input-files": "2"}
+    spec = RewriteDataFilesSpec(table, branch=AUDIT, options=options).validated()
+
+    compacted = rewrite_data_files(spark, spec)
+
+    new_head = lake.branch_head(table, AUDIT)
+    assert (compacted["branch"], compacted["previous_snapshot_id"], compacted["snapshot_id"]) == (
+        AUDIT,
+        head,
+        new_head,
+    )
+    assert new_head != head and lake.snapshot(table, new_head).parent_snapshot_id == head
+    assert lake.summary(table, new_head)["operation"] == "replace"
+    assert compacted["rewritten_data_files_count"] == len(branch_files)
+    assert len(lake.files_at(table, new_head)) < len(branch_files)
+    assert lake.rows(table, new_head) == branch_rows
+    # main is untouched: same head (the metadata version moved with the branch), files and rows
+    assert (lake.state(table)[1], lake.branch_head(table, "main")) == (main_state[1], main)
+    assert lake.data_files(table) == main_files and lake.rows(table) == main_rows
+
+    # A retry of a try that committed finds nothing left to compact: the branch stays where it is.
+    retried = rewrite_data_files(spark, spec)
+    assert retried["rewritten_data_files_count"] == 0
+    assert retried["previous_snapshot_id"] == retried["snapshot_id"] == new_head
+    assert lake.branch_head(table, AUDIT) == new_head
+    assert lake.rows(table, new_head) == branch_rows
+
+    # The branch still descends from main: its publish fast-forwards main to the compacted files.
+    published = publish_branch(
+        spark, PublishSpec(table, branch=AUDIT, expected_snapshot_id=new_head).validated()
+    )
+    assert published["snapshot_id"] == lake.branch_head(table, "main") == new_head
+    assert lake.rows(table) == branch_rows and len(lake.data_files(table)) < len(branch_files)
+
+
+def test_a_branch_compaction_that_cannot_run_is_refused_and_changes_nothing(spark, lake, table, monkeypatch):
+    _, head = _audit_branch_of_small_files(spark, lake, table)
+    state = lake.state(table)
+    with pytest.raises(TableStateError, match=r"has no branch 'audit_gone' to compact"):
+        rewrite_data_files(spark, RewriteDataFilesSpec(table, branch="audit_gone").validated())
+    with pytest.raises(InvalidSpecError, match=r"give branch or wait_for_branches"):
+        RewriteDataFilesSpec(table, branch=AUDIT, wait_for_branches=("audit_*",)).validated()
+    with pytest.raises(InvalidSpecError, match=r"branch 'main' is the table itself"):
+        RewriteDataFilesSpec(table, branch="main").validated()
+    with pytest.raises(InvalidSpecError, match=r"not a valid"):
+        RewriteDataFilesSpec(table, branch="audit;DROP").validated()
+
+    # The runtime answers for itself: this session's is the jar the suite loaded ...
+    loaded = iceberg_runtime.runtime_version(spark, table)
+    assert loaded is not None and spark.conf.get("spark.jars").endswith(f"-{loaded}.jar")
+    # (the session catalog's function is out of reach on Spark 3.5: the driver's JVM answers)
+    assert iceberg_runtime.runtime_version(spark, "spark_catalog.db.any") == loaded
+    # ... and one before 1.11 (a Spark Connect server's own, say) is refused before anything runs.
+    monkeypatch.setattr(iceberg_runtime, "runtime_version", lambda spark, table: "1.10.2")
+    refusal = r"of branch 'audit_20240102' needs Iceberg 1.11 or later, and .* runs Iceberg 1.10.2"
+    with pytest.raises(InvalidSpecError, match=refusal):
+        rewrite_data_files(spark, RewriteDataFilesSpec(table, branch=AUDIT).validated())
+    assert lake.state(table) == state and lake.branch_head(table, AUDIT) == head

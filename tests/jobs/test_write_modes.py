@@ -128,3 +128,17 @@ def test_overwrite_deletes_what_the_condition_matches_and_adds_the_new_rows(spar
     summary = lake.summary(table)
     assert summary["operation"] == "overwrite"
     assert result["deleted_records"] == int(summary["deleted-records"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("properties", "version"), [({}, 2), ({"format-version": "3"}, 3)], ids=["default", "v3"]
+)
+def test_a_created_table_is_format_v2_unless_asked_for_v3_and_pyiceberg_reads_both(
+    spark, lake, table, properties, version
+):
+    """Iceberg's default format is still v2 in 1.12 (and 1.11); v3 is chosen with table_properties."""
+    created = values_query([(1, "a"), (2, "b")], "id, name")
+    write_table(spark, write_spec(table, "create", created, table_properties=properties))
+    write_table(spark, write_spec(table, "append", values_query([(3, "c")], "id, name")))
+    assert lake.load(table).metadata.format_version == version
+    assert [(row["id"], row["name"]) for row in lake.rows(table)] == [(1, "a"), (2, "b"), (3, "c")]

@@ -22,7 +22,7 @@ from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .postgres import PostgresServer
 from .seaweedfs_rest import SeaweedRestCatalog
-from .spark_connect import SparkConnectServer
+from .spark_connect import ICEBERG_4_0_VERSION, SparkConnectServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPARK_PYTHON = ".spark-venv/bin/python"
@@ -138,7 +138,7 @@ def spark_connect_server(
     warehouse, ``demo_warehouse`` (an attribute of the server).
     """
     demo_warehouse = tmp_path_factory.mktemp("connect-demo-warehouse")
-    bundle = REPO_ROOT / ".cache/jars/iceberg-aws-bundle-1.10.1.jar"
+    bundle = REPO_ROOT / f".cache/jars/iceberg-aws-bundle-{ICEBERG_4_0_VERSION}.jar"
     extra = (bundle,) if bundle.is_file() else ()
     s3a = tuple(REPO_ROOT / jar for jar in S3A_JARS)
     s3a = s3a if all(jar.is_file() for jar in s3a) else ()

@@ -16,13 +16,17 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from airflow_iceberg.catalog.iceberg_runtimes import DEFAULT_ICEBERG_VERSIONS
+
 from .ports import LOOPBACK, free_port, port_accepts
 from .process import ManagedProcess, OneProcessServer, ServerError
 from .safety_net import tracked_start
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPARK4_VENV = REPO_ROOT / ".spark4-venv"
-ICEBERG_4_0_RUNTIME = REPO_ROOT / ".cache/jars/iceberg-spark-runtime-4.0_2.13-1.10.2.jar"
+#: Spark 4.0's default Iceberg release, the one a connection without iceberg_version gets.
+ICEBERG_4_0_VERSION = DEFAULT_ICEBERG_VERSIONS["4.0"]
+ICEBERG_4_0_RUNTIME = REPO_ROOT / f".cache/jars/iceberg-spark-runtime-4.0_2.13-{ICEBERG_4_0_VERSION}.jar"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 

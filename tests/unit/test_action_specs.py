@@ -93,6 +93,9 @@ def _merge(**fields) -> MergeSpec:
         (DeleteSpec("cat.db.t", condition="id = 1", reset_branch=True), "reset_branch needs branch"),
         (WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), reset_branch=True), "reset_branch needs"),
         (RewriteDataFilesSpec("cat.db.t", wait_for_branches=("audit_*; DROP",)), "not a branch name pattern"),
+        (RewriteDataFilesSpec("cat.db.t", branch="audit-1;x"), "branch"),
+        (RewriteDataFilesSpec("cat.db.t", branch="main"), "leave branch unset"),
+        (RewriteDataFilesSpec("cat.db.t", branch="a", wait_for_branches=("a*",)), "branch or wait_for"),
         (RewriteManifestsSpec("cat.db.t", wait_for_branches=("a b",)), "not a branch name pattern"),
         (RewritePositionDeletesSpec("cat.db.t", wait_for_branches=("",)), "not a branch name pattern"),
     ],
@@ -185,6 +188,7 @@ def test_merge_argv_is_exact_and_round_trips():
             options={"target-file-size-bytes": "1048576", "min-input-files": "2"},
             wait_for_branches=("audit_*", "release_[0-9]?"),
         ),
+        RewriteDataFilesSpec("cat.db.t", branch="audit_20240102", options={"min-input-files": "2"}),
         RewriteManifestsSpec("cat.db.t"),
         RewriteManifestsSpec("cat.db.t", wait_for_branches=("audit_*",)),
         RewritePositionDeletesSpec(

@@ -5,6 +5,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_iceberg.catalog.config import CatalogConfig, config_from_connection, config_from_fields
+from airflow_iceberg.catalog.iceberg_runtimes import (
+    DEFAULT_ICEBERG_VERSIONS,
+    RUNTIME_RELEASES,
+    pairing_problem,
+)
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 
 FORM_LABELS = {
@@ -92,18 +97,6 @@ FORM_LABELS = {
             {},
             r"'Scala version' \(scala_version\): Spark 4.0 is built for Scala 2.13 only, not 2.12",
         ),
-        (
-            {"warehouse": "/w", "spark_version": "4.0.1", "iceberg_version": "1.9.2"},
-            {},
-            r"'Iceberg version' \(iceberg_version\): Iceberg 1.9.2 has no runtime for Spark 4.0; "
-            "use Iceberg 1.10.0 or later",
-        ),
-        (
-            {"warehouse": "/w", "spark_version": "4.1"},
-            {},
-            r"'Iceberg version' \(iceberg_version\): Iceberg 1.10.2 has no runtime for Spark 4.1; "
-            "use Iceberg 1.11.0 or later",
-        ),
     ],
 )
 def test_invalid_configuration_names_the_field(extra, fields, message):
@@ -128,8 +121,91 @@ def test_valid_minimal_hadoop_config_uses_documented_defaults():
     assert (config.catalog_name, config.catalog_type, config.iceberg_version) == (
         "iceberg",
         "hadoop",
-        "1.10.2",
+        "1.12.0",
     )
+
+
+@pytest.mark.parametrize(
+    ("spark", "iceberg"),
+    [("3.5", "1.12.0"), ("3.5.4", "1.12.0"), ("4.0", "1.11.0"), ("4.0.1", "1.11.0"), ("4.1", "1.12.0")],
+)
+def test_an_unset_iceberg_version_is_the_newest_runtime_of_the_spark_line(spark, iceberg):
+    for unset in ({}, {"iceberg_version": None}, {"iceberg_version": ""}):  # absent, or the form's empty
+        config = config_from_fields({"warehouse": "/w", "spark_version": spark, **unset})
+        assert config.iceberg_version == config.runtime_iceberg_version == iceberg
+
+
+@pytest.mark.parametrize(
+    ("spark", "iceberg"),
+    [
+        ("3.5", "1.10.2"),
+        ("3.5", "1.4.0"),
+        ("4.0", "1.10.0"),
+        ("4.1", "1.11.0"),
+        ("4.1", "1.13.0"),
+        ("3.4", "1.3.0"),
+    ],
+)
+def test_an_explicit_iceberg_version_wins_when_iceberg_built_it_for_the_line(spark, iceberg):
+    config = config_from_fields({"warehouse": "/w", "spark_version": spark, "iceberg_version": iceberg})
+    assert config.iceberg_version == iceberg
+
+
+@pytest.mark.parametrize(
+    ("spark", "iceberg", "built"),
+    [
+        ("4.0", "1.12.0", "from 1.10.0 to 1.11.x"),  # Maven Central serves no 4.0 runtime of 1.12.0
+        ("4.0.1", "1.9.2", "from 1.10.0 to 1.11.x"),
+        ("4.1", "1.10.2", "from 1.11.0 on"),
+        ("3.5", "1.3.1", "from 1.4.0 on"),
+        ("3.4", "1.12.0", "from 1.3.0 to 1.11.x"),  # Iceberg removed Spark 3.4 after 1.11
+        ("3.3", "1.9.0", "from 0.14.0 to 1.8.x"),
+    ],
+)
+def test_a_pairing_iceberg_never_built_is_refused_naming_both_fields(spark, iceberg, built):
+    line = ".".join(spark.split(".")[:2])
+    with pytest.raises(InvalidCatalogConfigError) as refused:
+        config_from_fields({"warehouse": "/w", "spark_version": spark, "iceberg_version": iceberg})
+    message = str(refused.value)
+    assert message.startswith(
+        f"Iceberg catalog connection field 'Iceberg version' (iceberg_version): Iceberg {iceberg} has no "
+        f"runtime for Spark {line} (Spark version): Iceberg builds Spark {line} runtimes {built}; "
+    )
+    assert f"or leave it empty for the newest, {DEFAULT_ICEBERG_VERSIONS[line]}" in message
+
+
+def test_a_spark_line_no_known_release_builds_needs_an_iceberg_version_or_a_runtime_jar():
+    no_default = (
+        r"'Spark version' \(spark_version\): no Iceberg release up to 1.12 has a runtime for Spark 4.2, "
+        "so Iceberg version has no default"
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=no_default):
+        config_from_fields({"warehouse": "/w", "spark_version": "4.2"})
+    none_built = (
+        r"'Iceberg version' \(iceberg_version\): Iceberg 1.12.0 has no runtime for Spark 4.2 "
+        r"\(Spark version\): no Iceberg release up to 1.12 built"
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=none_built):
+        config_from_fields({"warehouse": "/w", "spark_version": "4.2", "iceberg_version": "1.12.0"})
+    # A release newer than the table is not checked: which lines it builds is not known yet.
+    assert config_from_fields({"warehouse": "/w", "spark_version": "4.2", "iceberg_version": "1.13.0"})
+    with_jar = config_from_fields({"warehouse": "/w", "spark_version": "4.2", "runtime_jar": "/j/rt.jar"})
+    assert with_jar.runtime_iceberg_version is None  # a jar named otherwise: the job asks the runtime
+
+
+def test_a_runtime_jar_tells_its_release_by_its_standard_name():
+    named = {"runtime_jar": "hdfs:///jars/iceberg-spark-runtime-4.0_2.13-1.10.2.jar", "spark_version": "4.0"}
+    config = config_from_fields({"warehouse": "/w", **named})
+    assert (config.iceberg_version, config.runtime_iceberg_version) == ("1.11.0", "1.10.2")
+
+
+def test_the_pairing_table_covers_what_iceberg_published():
+    """Every line's default is inside its span, and the spans follow Iceberg's support table."""
+    for line, (first, last) in RUNTIME_RELEASES.items():
+        default = tuple(int(part) for part in DEFAULT_ICEBERG_VERSIONS[line].split(".")[:2])
+        assert first <= default and (last is None or default == last), line
+        assert pairing_problem(line, DEFAULT_ICEBERG_VERSIONS[line]) is None
+    assert (RUNTIME_RELEASES["4.0"], RUNTIME_RELEASES["4.1"][0]) == (((1, 10), (1, 11)), (1, 11))
 
 
 @pytest.mark.parametrize(
@@ -147,7 +223,9 @@ def test_scala_version_follows_spark_unless_set(versions, scala):
 
 
 def test_a_runtime_jar_replaces_the_coordinate_so_its_versions_are_not_checked():
-    config = config_from_fields({"warehouse": "/w", "spark_version": "4.1", "runtime_jar": "/j/rt.jar"})
+    config = config_from_fields(
+        {"warehouse": "/w", "spark_version": "4.1", "iceberg_version": "1.10.2", "runtime_jar": "/j/rt.jar"}
+    )
     assert (config.spark_version, config.iceberg_version) == ("4.1", "1.10.2")
 
 

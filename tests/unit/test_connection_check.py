@@ -302,6 +302,17 @@ def test_hook_reports_an_invalid_connection_without_contacting_anything(iceberg_
     )
 
 
+def test_the_test_button_refuses_a_spark_and_iceberg_pairing_iceberg_never_built(iceberg_connection):
+    extra = {"catalog_type": "hadoop", "warehouse": "/w", "spark_version": "4.0", "iceberg_version": "1.12.0"}
+    hook = IcebergCatalogHook(iceberg_conn_id=iceberg_connection("pair", extra=extra))
+    ok, message = hook.test_connection()
+    assert not ok
+    assert message.startswith(
+        "Invalid configuration: Iceberg catalog connection field 'Iceberg version' (iceberg_version): "
+        "Iceberg 1.12.0 has no runtime for Spark 4.0 (Spark version)"
+    )
+
+
 def test_hook_runs_the_check_of_its_connection(iceberg_connection, tmp_path):
     conn_id = iceberg_connection(extra={"catalog_name": "demo", "warehouse": tmp_path.as_uri()})
     assert IcebergCatalogHook(iceberg_conn_id=conn_id).test_connection() == (

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from airflow_iceberg.catalog.config import DEFAULT_ICEBERG_VERSION, config_from_fields
+from airflow_iceberg.catalog.iceberg_runtimes import DEFAULT_ICEBERG_VERSIONS
 from airflow_iceberg.catalog.spark_settings import runtime_coordinate, spark_settings
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
@@ -233,7 +234,7 @@ def test_the_spark4_build_it_documents_is_the_one_make_test_runs():
     assert build_arg in DOCKERFILE.read_text()
     assert build_arg in (REPO / "docs" / "docker.md").read_text()
     config = config_from_fields({"warehouse": "s3://warehouse/", "spark_version": "4.0"})
-    runtime = f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{DEFAULT_ICEBERG_VERSION}"
+    runtime = f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{DEFAULT_ICEBERG_VERSIONS['4.0']}"
     assert runtime_coordinate(config) == runtime
 
 

@@ -61,12 +61,7 @@ def test_form_fields_fit_the_airflow_3_3_ui():
     for name, spec in CONN_FIELDS.items():
         assert None not in spec["schema"].get("enum", []), f"{name} would offer a literal null"
     required = {name for name, spec in CONN_FIELDS.items() if "null" not in spec["schema"]["type"]}
-    assert required == {
-        "catalog_name",
-        "catalog_type",
-        "iceberg_version",
-        "spark_version",
-    }
+    assert required == {"catalog_name", "catalog_type", "spark_version"}
     editors = {name for name, spec in CONN_FIELDS.items() if "object" in spec["schema"]["type"]}
     assert editors == {"catalog_properties", "secret_properties", "hadoop_properties"}
     assert CONN_FIELDS["cache_enabled"]["schema"]["enum"] == ["true", "false"]  # unset = Iceberg's default
@@ -88,3 +83,15 @@ def test_standard_fields_have_one_line_labels_and_port_says_what_test_needs():
     behaviour = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
     assert behaviour["relabeling"] == {"host": "URI"}  # Login, Password, Port keep Airflow's short labels
     assert "0" in behaviour["placeholders"]["port"] and "Test" in behaviour["placeholders"]["port"]
+
+
+def test_an_empty_iceberg_version_means_the_newest_for_the_spark_line_and_the_form_says_which():
+    """The form's default is static, the runtime's depends on Spark: empty, with the table in the help."""
+    from airflow_iceberg.catalog.iceberg_runtimes import DEFAULT_ICEBERG_VERSIONS
+    from airflow_iceberg.get_provider_info import CONN_FIELDS
+
+    field = CONN_FIELDS["iceberg_version"]
+    assert "default" not in field["schema"] and "null" in field["schema"]["type"]
+    for line in ("3.5", "4.0", "4.1"):
+        assert f"{line}: {DEFAULT_ICEBERG_VERSIONS[line]}" in field["description"]
+    assert DEFAULT_ICEBERG_VERSIONS["4.0"] == "1.11.0"

@@ -46,7 +46,7 @@ def test_hadoop_catalog_with_local_runtime_jar():
 
 def test_default_runtime_is_the_maven_coordinate_for_spark_and_scala():
     settings = settings_for({"catalog_type": "hadoop", "warehouse": "/wh"})
-    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)
+    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",)
     config = config_from_fields(
         {
             "catalog_type": "hadoop",
@@ -62,8 +62,9 @@ def test_default_runtime_is_the_maven_coordinate_for_spark_and_scala():
 @pytest.mark.parametrize(
     ("versions", "coordinate"),
     [
-        ({"spark_version": "4.0"}, "iceberg-spark-runtime-4.0_2.13:1.10.2"),
+        ({"spark_version": "4.0"}, "iceberg-spark-runtime-4.0_2.13:1.11.0"),
         ({"spark_version": "4.0.1", "iceberg_version": "1.10.0"}, "iceberg-spark-runtime-4.0_2.13:1.10.0"),
+        ({"spark_version": "4.1"}, "iceberg-spark-runtime-4.1_2.13:1.12.0"),
         ({"spark_version": "4.1", "iceberg_version": "1.11.0"}, "iceberg-spark-runtime-4.1_2.13:1.11.0"),
     ],
 )
@@ -345,7 +346,7 @@ def test_two_catalogs_in_one_job_merge_without_clashing():
     assert settings.conf["spark.sql.catalog.pg.type"] == "jdbc"
     assert settings.conf["spark.sql.extensions"] == ICEBERG_EXTENSIONS
     assert settings.secret_conf == {"spark.sql.catalog.pg.jdbc.password": "p"}
-    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)
+    assert settings.packages == ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",)
     assert settings.jars == ("/r.jar", "/pg.jar")
 
 

@@ -225,6 +225,22 @@ _VALUED = {"--result-file", "--commit-id", "--commit-property"}
             ],
         ),
         (
+            IcebergRewriteDataFilesOperator(
+                task_id="t", table="db.t", branch="audit_20240102", options={"min-input-files": 2}
+            ),
+            [
+                "rewrite-data-files",
+                "--table",
+                "demo.db.t",
+                "--strategy",
+                "binpack",
+                "--branch",
+                "audit_20240102",
+                "--option",
+                "min-input-files=2",
+            ],
+        ),
+        (
             IcebergRewritePositionDeleteFilesOperator(
                 task_id="t", table="db.t", options={"rewrite-all": True}
             ),
@@ -290,6 +306,16 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
         ),
         (IcebergRollbackOperator(task_id="t", table="db.t"), "give one of"),
         (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", options="min-input-files=2"), "mapping"),
+        (
+            IcebergRewriteDataFilesOperator(task_id="t", table="db.t", branch="main"),
+            "branch 'main' is the table",
+        ),
+        (
+            IcebergRewriteDataFilesOperator(
+                task_id="t", table="db.t", branch="a", wait_for_branches="audit_*"
+            ),
+            "give branch or wait_for_branches",
+        ),
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
         (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
         (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
@@ -351,6 +377,34 @@ def test_a_rewrite_that_waited_for_a_branch_is_skipped_with_the_jobs_reason(cata
     assert _run_with_result(op, done)["snapshot_id"] == 8
 
 
+@pytest.mark.parametrize(
+    "runtime",
+    [{"iceberg_version": "1.10.2"}, {"runtime_jar": "/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"}],
+    ids=["iceberg_version", "runtime_jar"],
+)
+def test_a_branch_compaction_on_a_runtime_before_1_11_is_refused_before_spark_submit(
+    iceberg_connection, spark_connection, runtime
+):
+    extra = {"catalog_name": "demo", "catalog_type": "hadoop", "warehouse": "file:///wh", **runtime}
+    op = IcebergRewriteDataFilesOperator(
+        task_id="t", table="db.t", branch="audit_1", iceberg_conn_id=iceberg_connection("old", extra=extra)
+    )
+    refusal = r"needs Iceberg 1.11 or later, and connection 'old' loads Iceberg 1.10.2 .*for Spark 3.5\)"
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(InvalidSpecError, match=refusal),
+    ):
+        op.execute({"ti": _TaskInstance()})
+    # The same connection compacts main; a runtime jar named otherwise is left to the job to ask.
+    op.branch = None
+    assert _job_argv(op)[:3] == ["rewrite-data-files", "--table", "demo.db.t"]
+    jar = {**extra, "runtime_jar": "/jars/iceberg.jar"}
+    op = IcebergRewriteDataFilesOperator(
+        task_id="t", table="db.t", branch="audit_1", iceberg_conn_id=iceberg_connection("jar", extra=jar)
+    )
+    assert "--branch" in _job_argv(op)
+
+
 def test_template_fields():
     assert {"source_query", "source_table", "keys", "on", "clauses", "branch"} <= set(
         IcebergMergeOperator.template_fields
@@ -360,7 +414,7 @@ def test_template_fields():
     assert {"branch", "target_branch", "expected_snapshot_id"} <= set(IcebergPublishOperator.template_fields)
     assert {"tag", "snapshot_id"} <= set(IcebergTagOperator.template_fields)
     assert {"older_than", "retain_last"} <= set(IcebergExpireSnapshotsOperator.template_fields)
-    assert {"where", "options", "sort_order", "wait_for_branches"} <= set(
+    assert {"where", "options", "sort_order", "wait_for_branches", "branch"} <= set(
         IcebergRewriteDataFilesOperator.template_fields
     )
     assert "wait_for_branches" in IcebergRewriteManifestsOperator.template_fields

@@ -21,6 +21,7 @@ from airflow_iceberg.jobs.spec.identifiers import (
     COLUMN_PATTERN,
     CONTROL_RE,
     quote_column,
+    validate_name,
     validate_table_identifier,
 )
 from airflow_iceberg.jobs.spec.options import validate_options
@@ -141,10 +142,21 @@ class RewriteDataFilesSpec(ActionSpec):
     options: dict[str, str] = field(default_factory=dict)
     #: Do nothing while a branch matching one of these patterns waits to be published.
     wait_for_branches: tuple[str, ...] = ()
+    #: Compact this branch (an audit branch before its audit) instead of ``main``: Iceberg 1.11+.
+    branch: str | None = None
 
     def validated(self) -> RewriteDataFilesSpec:
         validate_table_identifier(self.table)
         patterns = _validate_branch_patterns(self.wait_for_branches)
+        if self.branch is not None:
+            validate_name(self.branch, "branch")
+            if self.branch == "main":
+                raise InvalidSpecError("branch 'main' is the table itself: leave branch unset for main")
+        if self.branch is not None and patterns:
+            raise InvalidSpecError(
+                f"wait_for_branches keeps a compaction of main from breaking a pending publish; a "
+                f"compaction of branch {self.branch!r} leaves main alone: give branch or wait_for_branches"
+            )
         if self.strategy not in REWRITE_STRATEGIES:
             raise InvalidSpecError(
                 f"strategy must be one of {', '.join(REWRITE_STRATEGIES)}, got {self.strategy!r}"
@@ -164,11 +176,13 @@ class RewriteDataFilesSpec(ActionSpec):
         for flag, value in (("--sort-order", self.sort_order), ("--where", self.where)):
             if value is not None:
                 argv += [flag, value]
+        argv += ["--branch", self.branch] if self.branch is not None else []
         return argv + pairs_argv("--option", self.options) + _wait_argv(self.wait_for_branches)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         ActionSpec.add_arguments(parser)
+        parser.add_argument("--branch")
         parser.add_argument("--strategy", default="binpack")
         parser.add_argument("--sort-order")
         parser.add_argument("--where")
@@ -184,6 +198,7 @@ class RewriteDataFilesSpec(ActionSpec):
             where=args.where,
             options=dict(args.option),
             wait_for_branches=tuple(args.wait_for_branch),
+            branch=args.branch,
         )
 
 
