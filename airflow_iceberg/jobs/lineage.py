@@ -1,7 +1,8 @@
-"""What the operators need for lineage: each table's storage location, schema and snapshot.
+"""What the operators need for lineage: each table's storage location, schema, format and snapshot.
 
 OpenLineage names an Iceberg dataset by where its files live (as openlineage-spark does), and
-describes it with its schema and the snapshot read or written. Only the driver can ask the
+describes it with its schema (in openlineage-spark's types, :func:`openlineage_fields`), its
+write format and the snapshot read or written. Only the driver can ask the
 catalog cheaply, so the job adds this to its result under ``lineage``; the operator turns it into
 OpenLineage facets and never shows it in XCom. It is best effort: a table that cannot be
 described is left out, and the job's own result is unaffected.
@@ -9,7 +10,8 @@ described is left out, and the job's own result is unaffected.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import job_spec
@@ -17,6 +19,9 @@ from airflow_iceberg.jobs.table_state import current_snapshot_id, driver_table, 
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+#: The table property that names the format new data files are written in, and Iceberg's default.
+WRITE_FORMAT_PROPERTY, DEFAULT_FILE_FORMAT = "write.format.default", "parquet"
 
 
 def tables_of(spec: job_spec.JobSpec) -> list[str]:
@@ -38,6 +43,55 @@ def describe_tables(spark: SparkSession, tables: Iterable[str]) -> dict[str, dic
     return described
 
 
+def openlineage_fields(struct: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``schema`` facet's fields of a Spark schema (``StructType.jsonValue()``), as openlineage-spark writes them.
+
+    openlineage-spark (``PlanUtils.schemaFacet``) names a type by Spark's ``typeName``
+    (``long``, ``integer``, ``string``, ``decimal(10,2)``, ``timestamp``), gives a ``struct`` its
+    fields, an ``array`` one field ``_element`` and a ``map`` the fields ``key`` and ``value``,
+    and a column's comment as its description. Spark's JSON form spells atomic types by that
+    same ``typeName``, and it is the same over Spark Connect, where no JVM type is at hand.
+    """
+    return [
+        _field(str(field["name"]), field["type"], (field.get("metadata") or {}).get("comment"))
+        for field in struct.get("fields", [])
+    ]
+
+
+def _field(name: str, data_type: Any, comment: str | None = None) -> dict[str, Any]:
+    described: dict[str, Any] = {"name": name}
+    if isinstance(data_type, str):
+        described["type"] = data_type
+    elif data_type.get("type") == "struct":
+        described.update(type="struct", fields=openlineage_fields(data_type))
+    elif data_type.get("type") == "array":
+        described.update(type="array", fields=[_field("_element", data_type["elementType"])])
+    elif data_type.get("type") == "map":
+        key, value = _field("key", data_type["keyType"]), _field("value", data_type["valueType"])
+        described.update(type="map", fields=[key, value])
+    else:  # a user-defined type: Spark names it by its SQL type
+        described["type"] = str(data_type.get("sqlType", data_type.get("type", "udt")))
+    if comment:
+        described["description"] = str(comment)
+    return described
+
+
+def describe_application(spark: SparkSession) -> dict[str, str]:
+    """The Spark application's id and name (``spark.app.id``, ``spark.app.name``), those Spark knows.
+
+    Read from the session's conf, which a Spark Connect server answers too.
+    """
+    described = {}
+    for key, conf in (("id", "spark.app.id"), ("name", "spark.app.name")):
+        try:
+            value = spark.conf.get(conf, None)
+        except Exception:  # lineage must never fail the job
+            value = None
+        if value:
+            described[key] = str(value)
+    return described
+
+
 def describe_table(spark: SparkSession, table: str) -> dict[str, Any]:
     """Location and current snapshot from the table's metadata in the driver; schema from its analysis.
 
@@ -46,18 +100,23 @@ def describe_table(spark: SparkSession, table: str) -> dict[str, Any]:
     only used where the driver holds no table (a Spark Connect session). Either way, a table
     that is not an Iceberg table fails here and gets no lineage, as before.
     """
-    schema = [
-        {"name": f.name, "type": f.dataType.simpleString()}
-        for f in spark.table(job_spec.quote_identifier(table)).schema.fields
-    ]
+    schema = openlineage_fields(spark.table(job_spec.quote_identifier(table)).schema.jsonValue())
     loaded = driver_table(spark, table)
     if loaded is None:
         rows = spark.sql(f"DESCRIBE TABLE EXTENDED {job_spec.quote_identifier(table)}").collect()
-        location = next((row.data_type for row in rows if row.col_name == "Location"), None)
-        return {"location": location, "schema": schema, "snapshot_id": current_snapshot_id(spark, table)}
+        details = {row.col_name: row.data_type for row in rows}
+        # Iceberg's SparkTable reports its write format as the property format=iceberg/<format>
+        found = re.search(r"(?:^|[\[,])format=iceberg/(\w+)", details.get("Table Properties") or "")
+        return {
+            "location": details.get("Location"),
+            "schema": schema,
+            "format": found.group(1).lower() if found else DEFAULT_FILE_FORMAT,
+            "snapshot_id": current_snapshot_id(spark, table),
+        }
     head = loaded.currentSnapshot()
     return {
         "location": str(loaded.location()),
         "schema": schema,
+        "format": str(loaded.properties().getOrDefault(WRITE_FORMAT_PROPERTY, DEFAULT_FILE_FORMAT)).lower(),
         "snapshot_id": int(head.snapshotId()) if head is not None else None,
     }

@@ -1,4 +1,4 @@
-"""The job's lineage description: each table's location, schema and snapshot, for OpenLineage."""
+"""The job's lineage description: each table's location, schema, format and snapshot, for OpenLineage."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 from airflow_iceberg.jobs import iceberg_job
 from airflow_iceberg.jobs.job_spec import JobRequest, Source, WriteSpec
-from airflow_iceberg.jobs.lineage import describe_tables, tables_of
+from airflow_iceberg.jobs import table_state
+from airflow_iceberg.jobs.lineage import describe_table, describe_tables, tables_of
 from tests.jobs.helpers import values_query
 
 
@@ -24,8 +25,47 @@ def test_the_result_describes_the_target_and_source_tables(spark, lake, new_tabl
     for table in (target, source):
         described = lineage[table]
         assert described["location"].rstrip("/").endswith("/".join(table.split(".")[1:]))
-        assert described["schema"] == [{"name": "id", "type": "int"}, {"name": "name", "type": "string"}]
+        # openlineage-spark's type names (Spark's typeName), not simpleString's "int"
+        assert described["schema"] == [{"name": "id", "type": "integer"}, {"name": "name", "type": "string"}]
+        assert described["format"] == "parquet"
         assert described["snapshot_id"] == lake.current_snapshot_id(table)
+    application = json.loads((tmp_path / "b.json").read_text())["lineage_application"]
+    assert application == {"id": spark.sparkContext.applicationId, "name": spark.sparkContext.appName}
+
+
+def test_nested_types_and_the_write_format_are_described_as_openlineage_spark_does(
+    spark, lake, new_table, monkeypatch
+):
+    table = new_table("nested")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT COMMENT 'the key', amount DECIMAL(10,2), "
+        "address STRUCT<city: STRING, tags: ARRAY<STRING>>, counts MAP<STRING, INT>, at TIMESTAMP) "
+        "USING iceberg TBLPROPERTIES ('write.format.default'='orc')"
+    )
+    expected = [
+        {"name": "id", "type": "long", "description": "the key"},
+        {"name": "amount", "type": "decimal(10,2)"},
+        {
+            "name": "address",
+            "type": "struct",
+            "fields": [
+                {"name": "city", "type": "string"},
+                {"name": "tags", "type": "array", "fields": [{"name": "_element", "type": "string"}]},
+            ],
+        },
+        {
+            "name": "counts",
+            "type": "map",
+            "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": "integer"}],
+        },
+        {"name": "at", "type": "timestamp"},
+    ]
+    from_driver = describe_table(spark, table)
+    monkeypatch.setattr(table_state, "has_driver_jvm", lambda session: False)  # as over Spark Connect
+    from_describe = describe_table(spark, table)
+    assert from_driver == from_describe
+    assert from_driver["schema"] == expected
+    assert from_driver["format"] == "orc" == lake.load(table).properties["write.format.default"]
 
 
 def test_a_table_that_does_not_exist_is_left_out(spark, new_table):
