@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import action_specs, connect, job_spec, upkeep
 from airflow_iceberg.jobs.branches import tag_snapshot
-from airflow_iceberg.jobs.lineage import describe_application, describe_tables, tables_of
+from airflow_iceberg.jobs.lineage import describe_lineage
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.publish import publish_branch
@@ -227,8 +227,7 @@ def run_job(spark: SparkSession, request: job_spec.JobRequest) -> int:
             raise job_spec.InvalidSpecError(refused)
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
-        result["lineage"] = describe_tables(spark, tables_of(request.spec))
-        result["lineage_application"] = describe_application(spark)
+        result["lineage"] = describe_lineage(spark, request.spec)
     except (job_spec.InvalidSpecError, TableStateError) as error:
         return report_failure(request, describe_error(error))
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...

@@ -15,13 +15,61 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import job_spec
-from airflow_iceberg.jobs.table_state import current_snapshot_id, driver_table, table_exists
+from airflow_iceberg.jobs.table_state import current_snapshot_id, driver_table, has_driver_jvm, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The table property that names the format new data files are written in, and Iceberg's default.
 WRITE_FORMAT_PROPERTY, DEFAULT_FILE_FORMAT = "write.format.default", "parquet"
+
+
+def describe_lineage(spark: SparkSession, spec: job_spec.JobSpec) -> dict[str, Any]:
+    """The result's ``lineage``: ``tables`` (each described), ``query_tables`` and ``application``.
+
+    ``query_tables`` are the tables a source query read (:func:`query_tables`), described with
+    the request's own tables; ``application`` is :func:`describe_application`.
+    """
+    queried = query_tables(spark, getattr(getattr(spec, "source", None), "query", None))
+    return {
+        "tables": describe_tables(spark, dict.fromkeys([*tables_of(spec), *queried])),
+        "query_tables": queried,
+        "application": describe_application(spark),
+    }
+
+
+def query_tables(spark: SparkSession, query: str | None) -> list[str]:
+    """The catalog tables (``catalog.namespace.table``) a source query reads, from Spark's analysed plan.
+
+    Analysis resolves every table, view and CTE of the query without running it, so the names
+    are those of the tables themselves, each once. Only in spark-submit mode: a Spark Connect
+    client holds no JVM plan, so there the list is empty. Best effort, like all lineage.
+    """
+    if not query or not has_driver_jvm(spark):
+        return []
+    try:
+        plan = spark.sql(query)._jdf.queryExecution().analyzed()
+        return list(dict.fromkeys(_v2_relation_tables(plan)))
+    except Exception as error:  # lineage must never fail the job
+        print(f"airflow-iceberg: no lineage for the source query's tables: {type(error).__name__}: {error}")
+        return []
+
+
+def _v2_relation_tables(plan: Any) -> Iterable[str]:
+    """``catalog.namespace.table`` of each ``DataSourceV2Relation`` (a catalog table) in a JVM plan."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() == "DataSourceV2Relation" and node.identifier().isDefined():
+            identifier = node.identifier().get()
+            parts = [node.catalog().get().name(), *identifier.namespace(), identifier.name()]
+            yield ".".join(part if _PLAIN_NAME.match(part) else job_spec.quote_name(part) for part in parts)
+        children = node.children()
+        stack.extend(children.apply(index) for index in range(children.size() - 1, -1, -1))
+        # a subquery (IN, EXISTS, scalar) is an expression, not a child: its plan is read too
+        subqueries = node.subqueries()
+        stack.extend(subqueries.apply(index) for index in range(subqueries.size()))
 
 
 def tables_of(spec: job_spec.JobSpec) -> list[str]:
@@ -44,7 +92,7 @@ def describe_tables(spark: SparkSession, tables: Iterable[str]) -> dict[str, dic
 
 
 def openlineage_fields(struct: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ``schema`` facet's fields of a Spark schema (``StructType.jsonValue()``), as openlineage-spark writes them.
+    """The ``schema`` facet's fields of a Spark schema (its ``jsonValue()``), as openlineage-spark has them.
 
     openlineage-spark (``PlanUtils.schemaFacet``) names a type by Spark's ``typeName``
     (``long``, ``integer``, ``string``, ``decimal(10,2)``, ``timestamp``), gives a ``struct`` its

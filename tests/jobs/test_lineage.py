@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from airflow_iceberg.jobs import iceberg_job
+from airflow_iceberg.jobs import iceberg_job, table_state
 from airflow_iceberg.jobs.job_spec import JobRequest, Source, WriteSpec
-from airflow_iceberg.jobs import table_state
-from airflow_iceberg.jobs.lineage import describe_table, describe_tables, tables_of
+from airflow_iceberg.jobs.lineage import describe_table, describe_tables, query_tables, tables_of
 from tests.jobs.helpers import values_query
 
 
@@ -20,8 +19,9 @@ def test_the_result_describes_the_target_and_source_tables(spark, lake, new_tabl
         request = JobRequest(spec=spec.validated(), result_file=str(tmp_path / name))
         assert iceberg_job.main(request.to_argv()) == 0
 
-    lineage = json.loads((tmp_path / "b.json").read_text())["lineage"]
-    assert set(lineage) == {target, source}
+    described_run = json.loads((tmp_path / "b.json").read_text())["lineage"]
+    lineage = described_run["tables"]
+    assert set(lineage) == {target, source} and described_run["query_tables"] == []
     for table in (target, source):
         described = lineage[table]
         assert described["location"].rstrip("/").endswith("/".join(table.split(".")[1:]))
@@ -29,7 +29,7 @@ def test_the_result_describes_the_target_and_source_tables(spark, lake, new_tabl
         assert described["schema"] == [{"name": "id", "type": "integer"}, {"name": "name", "type": "string"}]
         assert described["format"] == "parquet"
         assert described["snapshot_id"] == lake.current_snapshot_id(table)
-    application = json.loads((tmp_path / "b.json").read_text())["lineage_application"]
+    application = described_run["application"]
     assert application == {"id": spark.sparkContext.applicationId, "name": spark.sparkContext.appName}
 
 
@@ -70,3 +70,24 @@ def test_nested_types_and_the_write_format_are_described_as_openlineage_spark_do
 
 def test_a_table_that_does_not_exist_is_left_out(spark, new_table):
     assert describe_tables(spark, [new_table("missing")]) == {}
+
+
+def test_a_source_querys_tables_are_read_from_its_analysed_plan(spark, lake, new_table, tmp_path):
+    orders, customers, refunds, target = (new_table(n) for n in ("orders", "customers", "refunds", "out"))
+    for table in (orders, customers, refunds):
+        spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW recent AS SELECT id FROM {orders}")
+    query = (
+        f"WITH c AS (SELECT id FROM {customers}) SELECT r.id FROM recent r JOIN c ON r.id = c.id "
+        f"WHERE r.id NOT IN (SELECT id FROM {refunds}) UNION ALL SELECT id FROM {orders}"
+    )
+    # a view, a CTE and a subquery are resolved to their tables, each named once
+    assert sorted(query_tables(spark, query)) == sorted([orders, customers, refunds])
+    assert query_tables(spark, "SELECT 1 AS id") == []
+
+    spec = WriteSpec(target, "create", Source(query=f"SELECT id FROM {orders}"))
+    request = JobRequest(spec=spec.validated(), result_file=str(tmp_path / "q.json"))
+    assert iceberg_job.main(request.to_argv()) == 0
+    described_run = json.loads((tmp_path / "q.json").read_text())["lineage"]
+    assert described_run["query_tables"] == [orders]
+    assert described_run["tables"][orders]["location"] == lake.load(orders).location()
