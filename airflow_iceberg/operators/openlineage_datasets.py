@@ -93,7 +93,9 @@ def table_dataset(
             identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
         )
     if catalog:
-        facets["catalog"] = CatalogDatasetFacet(framework="iceberg", source="spark", **catalog)
+        facets["catalog"] = CatalogDatasetFacet(
+            framework="iceberg", source="spark", catalogProperties=None, **catalog
+        )
     version = version if version is not None else description.get("snapshot_id")
     if version is not None:
         facets["version"] = DatasetVersionDatasetFacet(datasetVersion=str(version))
@@ -125,7 +127,7 @@ def schema_fields(fields: list[Mapping[str, Any]]) -> list[SchemaDatasetFacetFie
             name=str(field["name"]),
             type=str(field["type"]),
             description=field.get("description"),
-            fields=schema_fields(field.get("fields") or []),
+            fields=schema_fields(field["fields"]) if field.get("fields") else None,  # leaves have none
         )
         for field in fields
     ]
