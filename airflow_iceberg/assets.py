@@ -46,6 +46,7 @@ from airflow_iceberg.naming import (
     catalog_location_dataset,
     hive_namespace,
     jdbc_dataset_namespace,
+    location_dataset,
     normalize_location,
     normalize_uri,
     table_location_dataset,
@@ -335,6 +336,23 @@ def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]
         extras.pop("warehouse", None)
     suffix = "?" + urllib.parse.urlencode(sorted(extras.items())) if extras else ""
     return f"{base}{suffix}", name
+
+
+def table_dataset_names(
+    location: str, asset_uri: str | None, branch: str | None = None
+) -> tuple[tuple[str, str], tuple[str, str] | None]:
+    """OpenLineage (namespace, name) of a table by its location, and its symlink by its catalog.
+
+    The symlink is :func:`catalog_symlink` of the table's asset URI (None without one); a commit
+    to a ``branch`` other than ``main`` is ``<table>.branch_<branch>`` there, as Spark names a
+    branch write (``INSERT INTO db.t.branch_audit``) and openlineage-spark copies that name. The
+    dataset itself keeps the table's location as its name, as openlineage-spark's does.
+    """
+    symlink = None
+    if asset_uri:
+        namespace, name = catalog_symlink(*parse_uri(asset_uri))
+        symlink = (namespace, f"{name}.branch_{branch}" if branch and branch != "main" else name)
+    return location_dataset(location), symlink
 
 
 def _query_as_written(query: str) -> list[tuple[str, str]]:

@@ -48,6 +48,7 @@ for line in ${SPARK_LINES:-3.5 4.0}; do
     SPARK_LINE=$line source scripts/local_env.sh
     make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
     fetch_jar "$ICEBERG_RUNTIME_COORDINATE" "$ICEBERG_RUNTIME_JAR"
+    fetch_jar "$OPENLINEAGE_SPARK_COORDINATE" "$OPENLINEAGE_SPARK_JAR"
   )
 done
 

@@ -44,7 +44,7 @@ from openlineage.client.generated.lifecycle_state_change_dataset import (
 from openlineage.client.generated.output_statistics_output_dataset import OutputStatisticsOutputDatasetFacet
 from openlineage.client.generated.storage_dataset import StorageDatasetFacet
 
-from airflow_iceberg.assets import catalog_symlink, parse_uri
+from airflow_iceberg.assets import table_dataset_names
 from airflow_iceberg.naming import location_dataset
 
 #: The write modes that replace a table's rows, and those that create it (a lifecycle change each).
@@ -76,7 +76,8 @@ def table_dataset(
     """
     if not description or not description.get("location"):
         return None
-    namespace, name = location_dataset(str(description["location"]))
+    branch = commit_branch(commit) if commit else None
+    (namespace, name), symlink = table_dataset_names(str(description["location"]), asset_uri, branch)
     facets: dict[str, Any] = {
         "schema": SchemaDatasetFacet(fields=schema_fields(description.get("schema") or [])),
         "dataSource": DatasourceDatasetFacet(name=namespace, uri=namespace),
@@ -84,13 +85,9 @@ def table_dataset(
             storageLayer="iceberg", fileFormat=str(description.get("format") or "parquet")
         ),
     }
-    if asset_uri:
-        symlink_namespace, symlink_name = catalog_symlink(*parse_uri(asset_uri))
-        branch = commit_branch(commit) if commit else None
-        if branch:
-            symlink_name = f"{symlink_name}.branch_{branch}"
+    if symlink:
         facets["symlinks"] = SymlinksDatasetFacet(
-            identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
+            identifiers=[Identifier(namespace=symlink[0], name=symlink[1], type="TABLE")]
         )
     if catalog:
         facets["catalog"] = CatalogDatasetFacet(
