@@ -54,6 +54,69 @@ def validate(lineage) -> dict:
     return document
 
 
+#: What docs/assets-and-lineage.md shows a create from a query emitting (its inputs' names and
+#: versions; every output and run facet, without ``_producer`` and ``_schemaURL``).
+DOCUMENTED_CREATE_EVENT = """
+{
+  "inputs": [
+    {
+      "namespace": "file",
+      "name": "/wh/db/orders",
+      "facets": {"version": {"datasetVersion": "7"}}
+    },
+    {
+      "namespace": "file",
+      "name": "/wh/db/customers",
+      "facets": {"version": {"datasetVersion": "8"}}
+    }
+  ],
+  "outputs": [
+    {
+      "namespace": "file",
+      "name": "/wh/db/summary",
+      "facets": {
+        "schema": {
+          "fields": [
+            {"name": "id", "type": "long"},
+            {
+              "name": "address",
+              "type": "struct",
+              "fields": [{"name": "city", "type": "string"}]
+            }
+          ]
+        },
+        "dataSource": {"name": "file", "uri": "file"},
+        "storage": {"storageLayer": "iceberg", "fileFormat": "orc"},
+        "symlinks": {
+          "identifiers": [{"namespace": "file:/wh", "name": "db.summary", "type": "TABLE"}]
+        },
+        "catalog": {
+          "framework": "iceberg", "type": "hadoop", "name": "lake",
+          "warehouseUri": "file:///wh", "source": "spark"
+        },
+        "version": {"datasetVersion": "42"},
+        "lifecycleStateChange": {"lifecycleStateChange": "CREATE"}
+      },
+      "outputFacets": {"outputStatistics": {"rowCount": 3, "size": 1300, "fileCount": 2}}
+    }
+  ],
+  "run": {
+    "facets": {
+      "spark_applicationDetails": {"applicationId": "local-1796141205592", "appName": "orders_etl.load"}
+    }
+  }
+}
+"""
+
+
+def _without_schema_urls(value):
+    if isinstance(value, dict):
+        return {k: _without_schema_urls(v) for k, v in value.items() if k not in ("_producer", "_schemaURL")}
+    if isinstance(value, list):
+        return [_without_schema_urls(v) for v in value]
+    return value
+
+
 def _described(table, location, snapshot_id, file_format="parquet"):
     return {
         table: {"location": location, "schema": SCHEMA, "format": file_format, "snapshot_id": snapshot_id}
@@ -148,6 +211,15 @@ def test_a_create_from_a_query_has_the_querys_tables_as_inputs_and_every_facet(l
     assert (statistics["rowCount"], statistics["fileCount"], statistics["size"]) == (3, 2, 1300)
     details = event["run"]["facets"]["spark_applicationDetails"]
     assert (details["applicationId"], details["appName"]) == (APPLICATION["id"], APPLICATION["name"])
+    shown = {
+        "inputs": [
+            {"namespace": d["namespace"], "name": d["name"], "facets": {"version": d["facets"]["version"]}}
+            for d in _without_schema_urls(event["inputs"])
+        ],
+        "outputs": _without_schema_urls(event["outputs"]),
+        "run": {"facets": _without_schema_urls(event["run"]["facets"])},
+    }
+    assert shown == json.loads(DOCUMENTED_CREATE_EVENT)
 
 
 @pytest.mark.parametrize(
