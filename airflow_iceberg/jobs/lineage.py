@@ -28,35 +28,41 @@ WRITE_FORMAT_PROPERTY, DEFAULT_FILE_FORMAT = "write.format.default", "parquet"
 def describe_lineage(spark: SparkSession, spec: job_spec.JobSpec) -> dict[str, Any]:
     """The result's ``lineage``: ``tables`` (each described), ``query_tables`` and ``application``.
 
+    ``query_tables`` is :func:`query_tables`: ``{"table", "snapshot_id"}`` per table the query read.
+
     ``query_tables`` are the tables a source query read (:func:`query_tables`), described with
     the request's own tables; ``application`` is :func:`describe_application`.
     """
     queried = query_tables(spark, getattr(getattr(spec, "source", None), "query", None))
+    names = [read["table"] for read in queried]
     return {
-        "tables": describe_tables(spark, dict.fromkeys([*tables_of(spec), *queried])),
+        "tables": describe_tables(spark, dict.fromkeys([*tables_of(spec), *names])),
         "query_tables": queried,
         "application": describe_application(spark),
     }
 
 
-def query_tables(spark: SparkSession, query: str | None) -> list[str]:
-    """The catalog tables (``catalog.namespace.table``) a source query reads, from Spark's analysed plan.
+def query_tables(spark: SparkSession, query: str | None) -> list[dict[str, Any]]:
+    """The catalog tables a source query reads, from Spark's analysed plan, and at which snapshot.
 
-    Analysis resolves every table, view and CTE of the query without running it, so the names
-    are those of the tables themselves, each once. Only in spark-submit mode: a Spark Connect
-    client holds no JVM plan, so there the list is empty. Best effort, like all lineage.
+    ``{"table": "catalog.namespace.table", "snapshot_id": ...}``, each (table, snapshot) once;
+    ``snapshot_id`` is the one a time-travel read (``VERSION AS OF``, ``TIMESTAMP AS OF``)
+    resolved to, None for the table's current state. Analysis resolves every table, view and CTE
+    without running the query. Only in spark-submit mode: a Spark Connect client holds no JVM
+    plan, so there the list is empty. Best effort, like all lineage.
     """
     if not query or not has_driver_jvm(spark):
         return []
     try:
         plan = spark.sql(query)._jdf.queryExecution().analyzed()
-        return list(dict.fromkeys(_v2_relation_tables(plan)))
+        reads = dict.fromkeys(_v2_relation_tables(plan))
+        return [{"table": table, "snapshot_id": snapshot_id} for table, snapshot_id in reads]
     except Exception as error:  # lineage must never fail the job
         print(f"airflow-iceberg: no lineage for the source query's tables: {type(error).__name__}: {error}")
         return []
 
 
-def _v2_relation_tables(plan: Any) -> Iterable[str]:
+def _v2_relation_tables(plan: Any) -> Iterable[tuple[str, int | None]]:
     """``catalog.namespace.table`` of each ``DataSourceV2Relation`` (a catalog table) in a JVM plan."""
     stack = [plan]
     while stack:
@@ -64,7 +70,10 @@ def _v2_relation_tables(plan: Any) -> Iterable[str]:
         if node.getClass().getSimpleName() == "DataSourceV2Relation" and node.identifier().isDefined():
             identifier = node.identifier().get()
             parts = [node.catalog().get().name(), *identifier.namespace(), identifier.name()]
-            yield ".".join(part if _PLAIN_NAME.match(part) else job_spec.quote_name(part) for part in parts)
+            name = ".".join(part if _PLAIN_NAME.match(part) else job_spec.quote_name(part) for part in parts)
+            table = node.table()  # Iceberg's SparkTable knows the snapshot a time-travel read resolved to
+            snapshot_id = table.snapshotId() if table.getClass().getSimpleName() == "SparkTable" else None
+            yield name, int(snapshot_id) if snapshot_id is not None else None
         children = node.children()
         stack.extend(children.apply(index) for index in range(children.size() - 1, -1, -1))
         # a subquery (IN, EXISTS, scalar) is an expression, not a child: its plan is read too

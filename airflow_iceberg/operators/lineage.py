@@ -373,7 +373,10 @@ class TableLineageMixin:
             table(name, False, read_version if index == 0 else None)
             for index, name in enumerate(self.read_table_names(spec))
         ]
-        inputs += [table(name, False) for name in described.get("query_tables") or []]
+        inputs += [
+            table(read["table"], False, read.get("snapshot_id"))
+            for read in described.get("query_tables") or []
+        ]
         if self.reads_written_table and commits:  # the snapshot the merge or delete changed
             inputs.append(table(spec.table, False, commits[0].get("parent_snapshot_id")))
         source = getattr(spec, "source", None)

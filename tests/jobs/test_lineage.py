@@ -82,12 +82,24 @@ def test_a_source_querys_tables_are_read_from_its_analysed_plan(spark, lake, new
         f"WHERE r.id NOT IN (SELECT id FROM {refunds}) UNION ALL SELECT id FROM {orders}"
     )
     # a view, a CTE and a subquery are resolved to their tables, each named once
-    assert sorted(query_tables(spark, query)) == sorted([orders, customers, refunds])
+    assert sorted(read["table"] for read in query_tables(spark, query)) == sorted(
+        [orders, customers, refunds]
+    )
     assert query_tables(spark, "SELECT 1 AS id") == []
+    spark.sql(f"INSERT INTO {orders} VALUES (1)")
+    first = lake.current_snapshot_id(orders)
+    spark.sql(f"INSERT INTO {orders} VALUES (2)")
+    # a time-travel read is at the snapshot it resolved to; a plain read at the current state
+    assert query_tables(
+        spark, f"SELECT id FROM {orders} VERSION AS OF {first} UNION ALL SELECT id FROM {orders}"
+    ) == [
+        {"table": orders, "snapshot_id": first},
+        {"table": orders, "snapshot_id": None},
+    ]
 
     spec = WriteSpec(target, "create", Source(query=f"SELECT id FROM {orders}"))
     request = JobRequest(spec=spec.validated(), result_file=str(tmp_path / "q.json"))
     assert iceberg_job.main(request.to_argv()) == 0
     described_run = json.loads((tmp_path / "q.json").read_text())["lineage"]
-    assert described_run["query_tables"] == [orders]
+    assert described_run["query_tables"] == [{"table": orders, "snapshot_id": None}]
     assert described_run["tables"][orders]["location"] == lake.load(orders).location()

@@ -105,7 +105,7 @@ def test_a_create_from_a_query_is_named_as_openlineage_spark_names_it(
     result = run(write_spec(summary, "create", f"SELECT id, upper(name) AS name FROM {orders}"), tmp_path)
 
     events = openlineage_events()
-    assert result["lineage"]["query_tables"] == [orders]
+    assert result["lineage"]["query_tables"] == [{"table": orders, "snapshot_id": None}]
     assert_named_alike(events, "inputs", [table_names(result, catalog, orders)])
     assert_named_alike(events, "outputs", [table_names(result, catalog, summary)])
 

@@ -62,7 +62,7 @@ DOCUMENTED_CREATE_EVENT = """
     {
       "namespace": "file",
       "name": "/wh/db/orders",
-      "facets": {"version": {"datasetVersion": "7"}}
+      "facets": {"version": {"datasetVersion": "6"}}
     },
     {
       "namespace": "file",
@@ -171,7 +171,7 @@ def test_a_create_from_a_query_has_the_querys_tables_as_inputs_and_every_facet(l
         task_id="create",
         table="db.summary",
         iceberg_conn_id=lake,
-        source_query="SELECT o.id FROM lake.db.orders o JOIN lake.db.customers c ON o.id = c.id",
+        source_query="SELECT o.id FROM lake.db.orders VERSION AS OF 6 o JOIN lake.db.customers c USING (id)",
     )
     lineage = {
         "tables": {
@@ -179,13 +179,17 @@ def test_a_create_from_a_query_has_the_querys_tables_as_inputs_and_every_facet(l
             **_described("lake.db.orders", "file:/wh/db/orders", 7),
             **_described("lake.db.customers", "file:/wh/db/customers", 8),
         },
-        "query_tables": ["lake.db.orders", "lake.db.customers"],
+        "query_tables": [
+            {"table": "lake.db.orders", "snapshot_id": 6},  # read VERSION AS OF 6
+            {"table": "lake.db.customers", "snapshot_id": None},
+        ],
         "application": APPLICATION,
     }
     event = _run(op, {**_commit("lake.db.summary", "create", parent=None), "lineage": lineage})
 
     assert _names(event["inputs"]) == [("file", "/wh/db/orders"), ("file", "/wh/db/customers")]
-    assert [d["facets"]["version"]["datasetVersion"] for d in event["inputs"]] == ["7", "8"]
+    # the snapshot a time-travel read resolved to; else the current one, as the job saw it
+    assert [d["facets"]["version"]["datasetVersion"] for d in event["inputs"]] == ["6", "8"]
     (output,) = event["outputs"]
     assert (output["namespace"], output["name"]) == ("file", "/wh/db/summary")
     facets = output["facets"]
