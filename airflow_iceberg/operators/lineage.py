@@ -260,7 +260,12 @@ class TableLineageMixin:
                     uris[table] = table_asset_uri_in(table, configs)
                 except ValueError as error:
                     self.log.warning("No OpenLineage symlink for %s: %s", table, error)  # type: ignore[attr-defined]
-        catalogs = {table: catalog_facet(catalog_of(table, configs)) for table in uris}
+        catalogs = {}
+        for table in uris:
+            try:
+                catalogs[table] = catalog_facet(catalog_of(table, configs))
+            except ValueError as error:  # only the facet is lost; the asset URI was named
+                self.log.warning("No OpenLineage catalog facet for %s: %s", table, error)  # type: ignore[attr-defined]
         return LineagePlan(written=tuple(written), uris=uris, catalogs=catalogs, configs=dict(configs))
 
     def emit_table_events(self, context: Context, result: Mapping[str, Any], plan: LineagePlan) -> None:
@@ -393,9 +398,17 @@ class TableLineageMixin:
         )
 
     def name_table(self, table: str, plan: LineagePlan) -> tuple[str | None, dict[str, str] | None]:
-        """The asset URI and catalog facet of a table the plan did not name; (None, None) if it cannot."""
+        """The asset URI and catalog facet of a query's table (``catalog.ns.table``); (None, None) if unknown.
+
+        Only a table of one of the task's catalogs is named: one in a catalog the task has no
+        connection for (the session catalog, one set in ``conf``) keeps its location as its name
+        and gets no symlink, rather than the identity of another catalog.
+        """
+        catalog, _ = split_table(table, list(plan.configs))
+        if catalog is None:
+            return None, None
         try:
-            config = catalog_of(table, plan.configs)
+            config = plan.configs[catalog]
             return table_asset_uri(config, table), catalog_facet(config)
         except Exception as error:
             self.log.warning("No OpenLineage symlink for %s: %s", table, _reason(error))  # type: ignore[attr-defined]

@@ -178,18 +178,27 @@ def test_a_create_from_a_query_has_the_querys_tables_as_inputs_and_every_facet(l
             **_described("lake.db.summary", "file:/wh/db/summary", 42, "orc"),
             **_described("lake.db.orders", "file:/wh/db/orders", 7),
             **_described("lake.db.customers", "file:/wh/db/customers", 8),
+            **_described("spark_catalog.db.rates", "file:/session/db/rates", 3),
         },
         "query_tables": [
             {"table": "lake.db.orders", "snapshot_id": 6},  # read VERSION AS OF 6
             {"table": "lake.db.customers", "snapshot_id": None},
+            {"table": "spark_catalog.db.rates", "snapshot_id": None},  # a catalog without a connection
         ],
         "application": APPLICATION,
     }
     event = _run(op, {**_commit("lake.db.summary", "create", parent=None), "lineage": lineage})
 
-    assert _names(event["inputs"]) == [("file", "/wh/db/orders"), ("file", "/wh/db/customers")]
+    assert _names(event["inputs"]) == [
+        ("file", "/wh/db/orders"),
+        ("file", "/wh/db/customers"),
+        ("file", "/session/db/rates"),
+    ]
     # the snapshot a time-travel read resolved to; else the current one, as the job saw it
-    assert [d["facets"]["version"]["datasetVersion"] for d in event["inputs"]] == ["6", "8"]
+    assert [d["facets"]["version"]["datasetVersion"] for d in event["inputs"]] == ["6", "8", "3"]
+    # a table of a catalog the task has no connection for is not given the lake's identity
+    assert "symlinks" not in event["inputs"][2]["facets"] and "catalog" not in event["inputs"][2]["facets"]
+    event["inputs"] = event["inputs"][:2]  # the documented event shows the lake's tables
     (output,) = event["outputs"]
     assert (output["namespace"], output["name"]) == ("file", "/wh/db/summary")
     facets = output["facets"]
