@@ -79,6 +79,16 @@ def spark_names(events: list[dict], role: str) -> dict[tuple[str, str], set[tupl
     return named
 
 
+def spark_schemas(events: list[dict], name: tuple[str, str]) -> list[list[dict]]:
+    """Every ``schema`` facet openlineage-spark gave the dataset ``name``, without facet metadata."""
+    schemas = []
+    for event in events:
+        for dataset in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
+            if (dataset["namespace"], dataset["name"]) == name and "schema" in (dataset.get("facets") or {}):
+                schemas.append(dataset["facets"]["schema"]["fields"])
+    return schemas
+
+
 def assert_named_alike(events: list[dict], role: str, ours: list[Names]) -> None:
     theirs = spark_names(events, role)
     for name, symlink in ours:
@@ -102,12 +112,20 @@ def test_a_create_from_a_query_is_named_as_openlineage_spark_names_it(
 ):
     orders, summary = new_table("orders"), new_table("summary")
     run(write_spec(orders, "create", values_query([(1, "a"), (2, "b")], "id, name")), tmp_path)
-    result = run(write_spec(summary, "create", f"SELECT id, upper(name) AS name FROM {orders}"), tmp_path)
+    query = (
+        "SELECT CAST(id AS BIGINT) AS id, upper(name) AS name, CAST(id AS DECIMAL(10, 2)) AS amount, "
+        "named_struct('label', name, 'tags', array(name)) AS detail, map(name, id) AS counts "
+        f"FROM {orders}"
+    )
+    result = run(write_spec(summary, "create", query), tmp_path)
 
     events = openlineage_events()
     assert result["lineage"]["query_tables"] == [{"table": orders, "snapshot_id": None}]
     assert_named_alike(events, "inputs", [table_names(result, catalog, orders)])
-    assert_named_alike(events, "outputs", [table_names(result, catalog, summary)])
+    (output, _) = ours = table_names(result, catalog, summary)
+    assert_named_alike(events, "outputs", [ours])
+    # the schema facet, nested fields included, is openlineage-spark's too
+    assert result["lineage"]["tables"][summary]["schema"] in spark_schemas(events, output)
 
 
 def test_a_merge_from_a_table_is_named_as_openlineage_spark_names_it(
