@@ -45,6 +45,8 @@ from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.naming import (
     catalog_location_dataset,
     hive_namespace,
+    jdbc_dataset_namespace,
+    location_dataset,
     normalize_location,
     normalize_uri,
     table_location_dataset,
@@ -301,10 +303,15 @@ def asset_dataset_name(uri: str) -> tuple[str, str]:
 def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]) -> tuple[str, str]:
     """OpenLineage (namespace, name) of a table by its catalog: the ``symlinks`` facet's TABLE entry.
 
-    As openlineage-spark names them: Hive under ``hive://host:port``, Glue under its ARN
-    (``arn:aws:glue:<region>:<id>``, name ``table/<ns>/<table>``), a Hadoop catalog under its
-    warehouse (``file:/wh``, ``s3://bucket/wh``). Other catalogs are named by the catalog URI
-    (plus warehouse, ref or JDBC catalog name when those tell catalogs apart), all without secrets.
+    As openlineage-spark 1.53 names them (its ``IcebergHandler``): Hive under ``hive://host:port``,
+    Glue under its ARN (``arn:aws:glue:<region>:<id>``, name ``table/<ns>/<table>``), a Hadoop
+    catalog under its warehouse (``file:/wh``, ``s3://bucket/wh``), REST and Nessie under the
+    catalog URI alone, name ``<ns>.<table>``. A JDBC catalog, which openlineage-spark cannot name
+    (it falls through to its Hive handler and fails), is named after the naming spec's name of
+    its database: ``postgres://host:5432`` and ``<database>[.<schema>].<catalog name>.<ns>.<table>``
+    (:func:`~airflow_iceberg.naming.jdbc_dataset_namespace`). Anything else is named by what
+    identifies it (URI, warehouse or ``catalog-impl``), with ``?catalog=``, ``region``, ``id``
+    where those tell catalogs apart. Never a secret.
     """
     parts = table_parts(kind, parts)
     name = ".".join(parts)
@@ -314,16 +321,38 @@ def catalog_symlink(kind: str, parts: Sequence[str], identity: Mapping[str, str]
         return catalog_location_dataset(identity["warehouse"], name)
     if kind == "glue" and identity.get("region") and identity.get("id"):
         return f"arn:aws:glue:{identity['region']}:{identity['id']}", f"table/{'/'.join(parts)}"
+    if kind in ("rest", "nessie") and identity.get("uri"):
+        return identity["uri"], name
+    database = jdbc_dataset_namespace(identity["uri"]) if kind == "jdbc" and identity.get("uri") else None
+    if database is not None:
+        namespace, database_prefix = database
+        prefix = [part for part in (database_prefix, identity.get("catalog")) if part]
+        return namespace, ".".join([*prefix, name])
     base = identity.get("uri") or identity.get("warehouse") or identity.get("impl") or kind
     extras = {
-        key: value
-        for key, value in identity.items()
-        if key in ("warehouse", "catalog", "ref", "region", "id")
+        key: value for key, value in identity.items() if key in ("warehouse", "catalog", "region", "id")
     }
     if base == identity.get("warehouse"):
         extras.pop("warehouse", None)
     suffix = "?" + urllib.parse.urlencode(sorted(extras.items())) if extras else ""
     return f"{base}{suffix}", name
+
+
+def table_dataset_names(
+    location: str, asset_uri: str | None, branch: str | None = None
+) -> tuple[tuple[str, str], tuple[str, str] | None]:
+    """OpenLineage (namespace, name) of a table by its location, and its symlink by its catalog.
+
+    The symlink is :func:`catalog_symlink` of the table's asset URI (None without one); a commit
+    to a ``branch`` other than ``main`` is ``<table>.branch_<branch>`` there, as Spark names a
+    branch write (``INSERT INTO db.t.branch_audit``) and openlineage-spark copies that name. The
+    dataset itself keeps the table's location as its name, as openlineage-spark's does.
+    """
+    symlink = None
+    if asset_uri:
+        namespace, name = catalog_symlink(*parse_uri(asset_uri))
+        symlink = (namespace, f"{name}.branch_{branch}" if branch and branch != "main" else name)
+    return location_dataset(location), symlink
 
 
 def _query_as_written(query: str) -> list[tuple[str, str]]:

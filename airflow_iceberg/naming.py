@@ -166,6 +166,41 @@ def hive_namespace(uri: str) -> str:
     return "hive://" + urllib.parse.urlsplit(first).netloc
 
 
+#: OpenLineage's namespace scheme for the database behind a JDBC driver (naming spec: Postgres,
+#: MySQL, MSSQL, Oracle, DB2). MariaDB speaks MySQL's protocol and has no entry of its own.
+JDBC_DATASET_SCHEMES = {
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlserver": "mssql",
+    "oracle": "oracle",
+    "db2": "db2",
+}
+
+
+def jdbc_dataset_namespace(url: str) -> tuple[str, str] | None:
+    """OpenLineage's namespace of the database a JDBC URL reaches, and the name prefix within it.
+
+    As the naming spec names a database's tables (``postgres://{host}:{port}``,
+    ``{database}.{schema}.{table}``): ``jdbc:postgresql://DB/iceberg?currentSchema=s`` →
+    (``postgres://db:5432``, ``iceberg.s``); SQL Server's database is its ``databaseName``. The
+    first host of the canonical (sorted) list names a multi-host URL, as :func:`hive_namespace`
+    does. None for a driver the spec does not name (SQLite, H2, Derby) or a URL without a host
+    (an Oracle TNS alias).
+    """
+    jdbc = parse_jdbc_url(url)
+    scheme = JDBC_DATASET_SCHEMES.get(jdbc.driver)
+    hosts = _jdbc_hosts(jdbc)
+    if scheme is None or not hosts:
+        return None
+    properties = schema_properties(jdbc)
+    databases = [value for key, value in properties if key.lower() in ("databasename", "database")]
+    schemas = [value for key, value in properties if key.lower() not in ("databasename", "database")]
+    database = jdbc.database.lstrip("/:") or next(iter(databases), "")
+    prefix = ".".join(part for part in (database, *schemas) if part)
+    return f"{scheme}://{hosts.split(',')[0]}", prefix
+
+
 # --------------------------------------------------------------------------- storage locations
 
 

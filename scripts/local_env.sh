@@ -32,6 +32,9 @@ export ICEBERG_RUNTIME_JAR="$_root/.cache/jars/$_artifact-$_iceberg.jar"
 export ICEBERG_AWS_BUNDLE_COORDINATE="org.apache.iceberg:iceberg-aws-bundle:$_iceberg"
 export ICEBERG_AWS_BUNDLE_JAR="$_root/.cache/jars/iceberg-aws-bundle-$_iceberg.jar"
 export HADOOP_AWS_JARS="$_root/.cache/jars/hadoop-aws-3.3.4.jar,$_root/.cache/jars/aws-java-sdk-bundle-1.12.262.jar"
+# openlineage-spark, the peer OpenLineage producer tests/jobs/test_openlineage_spark.py compares with.
+export OPENLINEAGE_SPARK_COORDINATE="io.openlineage:openlineage-spark_$_scala:1.53.0"
+export OPENLINEAGE_SPARK_JAR="$_root/.cache/jars/openlineage-spark_$_scala-1.53.0.jar"
 # Nessie's server for the Nessie catalog tests (its Quarkus runner jar, Java 21+).
 export NESSIE_RUNNER_JAR="$_root/.cache/jars/nessie-quarkus-0.99.0-runner.jar"
 # spark-submit's --packages resolves through Ivy, whose cache lives in the checkout (setup warms it).

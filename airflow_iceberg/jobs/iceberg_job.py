@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import connect, upkeep
 from airflow_iceberg.jobs.branches import tag_snapshot
-from airflow_iceberg.jobs.lineage import describe_tables, tables_of
+from airflow_iceberg.jobs.lineage import describe_lineage
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.publish import publish_branch
@@ -240,7 +240,7 @@ def run_job(spark: SparkSession, request: JobRequest) -> int:
             raise InvalidSpecError(refused)
         apply_secret_conf(spark, request.secret_conf_file)
         result = {"status": "success", **run(spark, request)}
-        result["lineage"] = describe_tables(spark, tables_of(request.spec))
+        result["lineage"] = describe_lineage(spark, request.spec)
     except (InvalidSpecError, TableStateError) as error:
         return report_failure(request, describe_error(error))
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...

@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_iceberg.assets import catalog_symlink, parse_uri, split_table, table_asset_uri
+from airflow_iceberg.assets import catalog_identity, split_table, table_asset_uri
 from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
-from airflow_iceberg.naming import location_dataset
+from airflow_iceberg.naming import normalize_location
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -97,11 +97,15 @@ def committed_ref(commit: Mapping[str, Any]) -> str:
     return str(commit.get("target_branch") or commit.get("branch") or "main")
 
 
+def catalog_of(table: str, configs: Mapping[str, CatalogConfig]) -> CatalogConfig:
+    """The catalog of a table qualified by one of ``configs``' catalog names, else the first one."""
+    catalog, _ = split_table(table, list(configs))
+    return configs[catalog] if catalog else next(iter(configs.values()))
+
+
 def table_asset_uri_in(table: str, configs: Mapping[str, CatalogConfig]) -> str:
     """The ``iceberg://`` URI of a table qualified by one of ``configs``' catalogs (else the first's)."""
-    catalog, _ = split_table(table, list(configs))
-    config = configs[catalog] if catalog else next(iter(configs.values()))
-    return table_asset_uri(config, table)
+    return table_asset_uri(catalog_of(table, configs), table)
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,10 @@ class LineagePlan:
 
     written: tuple[WrittenTable, ...] = ()
     uris: Mapping[str, str] = field(default_factory=dict)
+    #: The ``catalog`` facet's fields of each table in ``uris`` (:func:`catalog_facet`).
+    catalogs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The task's catalogs by Spark catalog name, to name the tables a source query turns out to read.
+    configs: Mapping[str, CatalogConfig] = field(default_factory=dict)
 
 
 class TableLineageMixin:
@@ -252,7 +260,13 @@ class TableLineageMixin:
                     uris[table] = table_asset_uri_in(table, configs)
                 except ValueError as error:
                     self.log.warning("No OpenLineage symlink for %s: %s", table, error)  # type: ignore[attr-defined]
-        return LineagePlan(written=tuple(written), uris=uris)
+        catalogs = {}
+        for table in uris:
+            try:
+                catalogs[table] = catalog_facet(catalog_of(table, configs))
+            except ValueError as error:  # only the facet is lost; the asset URI was named
+                self.log.warning("No OpenLineage catalog facet for %s: %s", table, error)  # type: ignore[attr-defined]
+        return LineagePlan(written=tuple(written), uris=uris, catalogs=catalogs, configs=dict(configs))
 
     def emit_table_events(self, context: Context, result: Mapping[str, Any], plan: LineagePlan) -> None:
         """Attach each committed table's asset, with the commit as extra, to its declared alias.
@@ -306,17 +320,7 @@ class TableLineageMixin:
                 exc_info=True,
             )
         try:
-            read_version = result.get("snapshot_id") if self.reads_table else None  # a read's snapshot
-            inputs = [
-                (table, read_version if index == 0 else None)
-                for index, table in enumerate(self.read_table_names(spec))
-            ]
-            outputs = [
-                (str(commit["table"]), commit.get("snapshot_id"))
-                for commit in self.written_commits(result)
-                if commit and commit.get("table")
-            ]
-            self.record_lineage(described, inputs, outputs, plan.uris)
+            self.record_lineage(described, spec, result, plan)
         except Exception as error:
             self.log.warning(  # type: ignore[attr-defined]
                 "No OpenLineage datasets for this task: %s. Its OpenLineage events name no tables; "
@@ -327,79 +331,117 @@ class TableLineageMixin:
 
     # ------------------------------------------------------------------ OpenLineage
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage inputs and outputs, named by table location as openlineage-spark names them.
+    #: The task's ``table`` is read as well as written (a merge, a delete): it is an input too.
+    reads_written_table: ClassVar[bool] = False
 
-        Each dataset carries a ``symlinks`` facet with the catalog's identity, a ``schema`` facet
-        and, as its version, the snapshot id read or committed.
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage inputs, outputs and run facets, as openlineage-spark names and describes them.
+
+        See :mod:`airflow_iceberg.operators.openlineage_datasets` for each dataset's facets.
         """
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        inputs, outputs = getattr(self, "_lineage_datasets", ([], []))
-        return OperatorLineage(inputs=list(inputs), outputs=list(outputs))
+        inputs, outputs, run_facets = getattr(self, "_lineage_datasets", ([], [], {}))
+        return OperatorLineage(inputs=list(inputs), outputs=list(outputs), run_facets=dict(run_facets))
 
     def record_lineage(
-        self,
-        described: Mapping[str, Mapping[str, Any]],
-        inputs: Sequence[tuple[str, int | None]],
-        outputs: Sequence[tuple[str, int | None]],
-        uris: Mapping[str, str],
+        self, described: Mapping[str, Any], spec: Any, result: Mapping[str, Any], plan: LineagePlan
     ) -> None:
-        """Remember the OpenLineage datasets of this run for ``get_openlineage_facets_on_complete``."""
+        """Remember this run's OpenLineage datasets for :meth:`get_openlineage_facets_on_complete`.
+
+        Inputs: a read's table (at the snapshot read), a source table, the tables a source query
+        read (as the job found them in Spark's plan), a file source, and a merge's or delete's
+        own table (at the snapshot it changed). Outputs: every commit, and a read's files.
+        """
         try:
-            from airflow.providers.common.compat.openlineage.facet import InputDataset, OutputDataset
+            from airflow_iceberg.operators import openlineage_datasets as ol
         except ImportError:  # OpenLineage provider not installed: nothing to report
             return
+        tables = described.get("tables") or {}
+        commits = [commit for commit in self.written_commits(result) if commit and commit.get("table")]
+
+        def table(name: str, output: bool, version: Any = None, commit: Any = None) -> Any:
+            uri, catalog = plan.uris.get(name), plan.catalogs.get(name)
+            if uri is None:  # a query's table, known only now: named as the plan names the others
+                uri, catalog = self.name_table(name, plan)
+            return ol.table_dataset(
+                tables.get(name),
+                output=output,
+                version=version,
+                asset_uri=uri,
+                catalog=catalog,
+                commit=commit,
+            )
+
+        read_version = result.get("snapshot_id") if self.reads_table else None  # a read's snapshot
+        inputs = [
+            table(name, False, read_version if index == 0 else None)
+            for index, name in enumerate(self.read_table_names(spec))
+        ]
+        inputs += [
+            table(read["table"], False, read.get("snapshot_id"))
+            for read in described.get("query_tables") or []
+        ]
+        if self.reads_written_table and commits:  # the snapshot the merge or delete changed
+            inputs.append(table(spec.table, False, commits[0].get("parent_snapshot_id")))
+        source = getattr(spec, "source", None)
+        if getattr(source, "path", None):
+            inputs.append(ol.path_dataset(source.path, output=False, file_format=source.format))
+        outputs = [table(str(c["table"]), True, c.get("snapshot_id"), c) for c in commits]
+        sink = result.get("sink") or {}
+        if sink.get("path"):
+            outputs.append(ol.path_dataset(str(sink["path"]), output=True, file_format=sink.get("format")))
         self._lineage_datasets = (
-            [
-                InputDataset(**ol)
-                for t, v in inputs
-                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
-            ],
-            [
-                OutputDataset(**ol)
-                for t, v in outputs
-                if (ol := openlineage_dataset(described.get(t), v, uris.get(t)))
-            ],
+            unique_datasets(inputs),
+            unique_datasets(outputs),
+            ol.application_run_facets(described.get("application")),
         )
 
+    def name_table(self, table: str, plan: LineagePlan) -> tuple[str | None, dict[str, str] | None]:
+        """The asset URI and catalog facet of a query's table (``catalog.ns.table``); (None, None) if unknown.
 
-def openlineage_dataset(
-    description: Mapping[str, Any] | None, snapshot_id: int | None, asset_uri: str | None
-) -> dict[str, Any] | None:
-    """``namespace``, ``name`` and ``facets`` of one table for an OpenLineage dataset.
+        Only a table of one of the task's catalogs is named: one in a catalog the task has no
+        connection for (the session catalog, one set in ``conf``) keeps its location as its name
+        and gets no symlink, rather than the identity of another catalog.
+        """
+        catalog, _ = split_table(table, list(plan.configs))
+        if catalog is None:
+            return None, None
+        try:
+            config = plan.configs[catalog]
+            return table_asset_uri(config, table), catalog_facet(config)
+        except Exception as error:
+            self.log.warning("No OpenLineage symlink for %s: %s", table, _reason(error))  # type: ignore[attr-defined]
+            return None, None
 
-    The dataset is named by the table's storage location (from the job's ``description``); its
-    ``symlinks`` facet names it by its catalog, from its asset URI, when it has one.
+
+def unique_datasets(datasets: Sequence[Any]) -> list[Any]:
+    """The datasets that could be built, each (namespace, name) once: a table read twice is one input."""
+    seen, unique = set(), []
+    for dataset in datasets:
+        if dataset is not None and (dataset.namespace, dataset.name) not in seen:
+            seen.add((dataset.namespace, dataset.name))
+            unique.append(dataset)
+    return unique
+
+
+def catalog_facet(config: CatalogConfig) -> dict[str, str]:
+    """The ``catalog`` facet's catalog fields: Spark catalog name, type, warehouse and URI, free of secrets.
+
+    As openlineage-spark's ``IcebergHandler`` fills them, with the warehouse and URI put through
+    the asset URI's normaliser (openlineage-spark copies the Spark settings, which may hold a
+    password in a URI's user info).
     """
-    if not description or not description.get("location"):
-        return None
-    from airflow.providers.common.compat.openlineage.facet import (
-        Identifier,
-        SchemaDatasetFacet,
-        SchemaDatasetFacetFields,
-        SymlinksDatasetFacet,
+    kind, identity = catalog_identity(config)
+    fields = {"name": config.catalog_name, "type": kind}
+    warehouse = identity.get("warehouse") or (
+        normalize_location(config.warehouse) if config.warehouse and kind != "rest" else config.warehouse
     )
-    from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
-
-    namespace, name = location_dataset(str(description["location"]))
-    facets: dict[str, Any] = {
-        "schema": SchemaDatasetFacet(
-            fields=[
-                SchemaDatasetFacetFields(name=f["name"], type=f["type"])
-                for f in description.get("schema", [])
-            ]
-        ),
-    }
-    if asset_uri:
-        symlink_namespace, symlink_name = catalog_symlink(*parse_uri(asset_uri))
-        facets["symlinks"] = SymlinksDatasetFacet(
-            identifiers=[Identifier(namespace=symlink_namespace, name=symlink_name, type="TABLE")]
-        )
-    version = snapshot_id if snapshot_id is not None else description.get("snapshot_id")
-    if version is not None:
-        facets["version"] = DatasetVersionDatasetFacet(datasetVersion=str(version))
-    return {"namespace": namespace, "name": name, "facets": facets}
+    if warehouse:
+        fields["warehouseUri"] = warehouse.strip()
+    if identity.get("uri"):
+        fields["metadataUri"] = identity["uri"]
+    return fields
 
 
 def _reason(error: BaseException) -> str:

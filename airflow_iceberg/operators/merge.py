@@ -47,6 +47,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
     """
 
     writes_table = True
+    reads_written_table = True
 
     template_fields: Sequence[str] = (
         *IcebergSparkSubmitOperator.template_fields,
@@ -123,6 +124,7 @@ class IcebergDeleteOperator(IcebergSparkSubmitOperator):
     """
 
     writes_table = True
+    reads_written_table = True
 
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "condition", "branch")
 

@@ -35,6 +35,7 @@ from scripts.show_table import load_table
 from tests.docs_snippets import documented_keys, snippet
 from tests.integration.airflow_runner import REPO, hadoop_catalog_connection, spark_connection
 from tests.integration.airflow_services import AirflowDeployment
+from tests.openlineage_validation import validate_event
 
 ASSET_DAGS = REPO / "tests" / "integration" / "asset_dags"
 PRODUCER, CONSUMER = "iceberg_asset_producer", "iceberg_asset_consumer"
@@ -259,13 +260,35 @@ def test_openlineage_events_name_the_table_by_location_at_its_snapshot(deploymen
     for dataset in (output, read_input):
         assert (dataset["namespace"], dataset["name"]) == ("file", location)
         assert dataset["facets"]["version"]["datasetVersion"] == snapshot
+        # openlineage-spark's type names (Spark's typeName), not simpleString's bigint
         assert [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]] == [
-            ("id", "bigint"),
-            ("amount", "bigint"),
+            ("id", "long"),
+            ("amount", "long"),
         ]
+        assert dataset["facets"]["storage"]["storageLayer"] == "iceberg"
+        assert dataset["facets"]["catalog"]["framework"] == "iceberg"
         (symlink,) = dataset["facets"]["symlinks"]["identifiers"]
         # openlineage-spark's name for a Hadoop catalog's table: file:<warehouse path>, ns.table
         assert symlink == {"namespace": f"file:{warehouse}", "name": "db.events", "type": "TABLE"}
+
+
+def test_every_openlineage_event_is_valid_against_the_spec_schemas(deployment):
+    """Every event Airflow sent, whole and each facet against the schema version it names."""
+    _, _, lineage_file, *_ = deployment
+    events = [json.loads(line) for line in Path(lineage_file).read_text().splitlines() if line.strip()]
+    assert events
+    foreign = set()
+    for event in events:
+        foreign |= {where.split(".")[-1] for where in validate_event(event)}
+    # only Airflow's own facets (their schemas are the provider's) go without a facet schema
+    assert foreign <= {
+        "airflow",
+        "airflowDagRun",
+        "airflowState",
+        "airflow_runArgs",
+        "unknownSourceAttribute",
+        "debug",
+    }, foreign
 
 
 def test_spark_provider_still_injects_the_openlineage_parent_job(deployment):

@@ -90,6 +90,21 @@ def test_a_retry_reuses_its_commit_and_a_rolled_back_one_is_written_again(connec
     assert lake.ids(table) == [1, 1, 2, 2]
 
 
+def test_lineage_over_connect_names_the_servers_application_but_not_a_querys_tables(connect_lake, table):
+    """No JVM plan reaches a Connect client: a query's tables are not inputs; the rest is described."""
+    from airflow_iceberg.jobs.lineage import describe_lineage
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    write_table(spark, write_spec(table, "create", ROWS))
+    described = describe_lineage(spark, write_spec(table, "append", f"SELECT * FROM {table}"))
+    assert described["query_tables"] == []
+    assert described["application"]["id"] == spark.conf.get("spark.app.id") != ""
+    assert described["tables"][table]["location"].rstrip("/").endswith(table[5:].replace(".", "/"))
+    assert described["tables"][table]["format"] == "parquet"
+    assert described["tables"][table]["snapshot_id"] == lake.current_snapshot_id(table)
+
+
 def test_user_sql_is_parsed_by_the_server_and_a_statement_never_runs(connect_lake, table):
     from airflow_iceberg.jobs import user_sql
     from airflow_iceberg.jobs.writes import write_table

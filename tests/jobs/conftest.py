@@ -49,6 +49,16 @@ def _runtime_jar() -> str:
     return jar
 
 
+def openlineage_spark_jar() -> str | None:
+    """openlineage-spark's jar for this Spark line (``OPENLINEAGE_SPARK_JAR``), if setup fetched it.
+
+    It is only on the classpath: ``tests/jobs/test_openlineage_spark.py`` registers its listener
+    for its own jobs, so no other test runs with it.
+    """
+    jar = os.environ.get("OPENLINEAGE_SPARK_JAR", "")
+    return jar if jar and Path(jar).is_file() else None
+
+
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
@@ -93,7 +103,7 @@ def spark(warehouse: Path, session_warehouse: Path) -> Iterator:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("airflow-iceberg job tests")
-        .config("spark.jars", _runtime_jar())
+        .config("spark.jars", ",".join(filter(None, [_runtime_jar(), openlineage_spark_jar()])))
         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
         .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
         .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")

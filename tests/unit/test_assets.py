@@ -212,9 +212,79 @@ def test_openlineage_names_follow_openlineage_spark():
     )
     assert catalog_symlink("hadoop", ["db", "t"], {"warehouse": "file:///wh"}) == ("file:/wh", "db.t")
     assert catalog_symlink("rest", ["db", "t"], {"uri": "http://r:8181", "warehouse": "wh"}) == (
-        "http://r:8181?warehouse=wh",
+        "http://r:8181",
         "db.t",
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "identity", "symlink"),
+    [
+        # as openlineage-spark 1.53's IcebergHandler names them (Hadoop checked side by side in
+        # tests/jobs/test_openlineage_spark.py)
+        ("hadoop", {"warehouse": "file:///wh"}, ("file:/wh", "db.t")),
+        ("hadoop", {"warehouse": "s3a://bucket/wh/"}, ("s3://bucket/wh", "db.t")),
+        (
+            "hadoop",
+            {"warehouse": "abfs://cont@acct.dfs.core.windows.net/wh"},
+            ("abfss://cont@acct.dfs.core.windows.net/wh", "db.t"),
+        ),
+        ("hadoop", {"warehouse": "hdfs://nn/wh"}, ("hdfs://nn:8020/wh", "db.t")),
+        ("hive", {"uri": "thrift://ms"}, ("hive://ms:9083", "db.t")),
+        ("glue", {"id": "1", "region": "eu-west-1"}, ("arn:aws:glue:eu-west-1:1", "table/db/t")),
+        # REST and Nessie: the catalog URI alone, as openlineage-spark (no ?warehouse=, no ?ref=)
+        (
+            "rest",
+            {"uri": "https://cat.example.com:443/api/catalog", "warehouse": "analytics"},
+            ("https://cat.example.com:443/api/catalog", "db.t"),
+        ),
+        (
+            "nessie",
+            {"uri": "http://nessie:19120/api/v2", "ref": "dev"},
+            ("http://nessie:19120/api/v2", "db.t"),
+        ),
+        # JDBC: openlineage-spark names nothing; the naming spec's name of the database, then the
+        # catalog name (JdbcCatalog keys its rows by it), namespace and table
+        (
+            "jdbc",
+            {"uri": "jdbc:postgresql://db:5432/iceberg", "catalog": "pg"},
+            ("postgres://db:5432", "iceberg.pg.db.t"),
+        ),
+        (
+            "jdbc",
+            {"uri": "jdbc:postgresql://db:5432/iceberg?currentSchema=team_a", "catalog": "pg"},
+            ("postgres://db:5432", "iceberg.team_a.pg.db.t"),
+        ),
+        (
+            "jdbc",
+            {"uri": "jdbc:mysql://db-a:3306,db-b:3306/iceberg", "catalog": "my"},
+            ("mysql://db-a:3306", "iceberg.my.db.t"),
+        ),
+        (
+            "jdbc",
+            {"uri": "jdbc:sqlserver://db:1433;databaseName=ice", "catalog": "ms"},
+            ("mssql://db:1433", "ice.ms.db.t"),
+        ),
+        (
+            "jdbc",
+            {"uri": "jdbc:oracle:thin:@//db:1521/svc", "catalog": "ora"},
+            ("oracle://db:1521", "svc.ora.db.t"),
+        ),
+        # a database the spec does not name: by its URL and catalog name, as before
+        (
+            "jdbc",
+            {"uri": "jdbc:sqlite:/data/cat.db", "catalog": "lite"},
+            ("jdbc:sqlite:/data/cat.db?catalog=lite", "db.t"),
+        ),
+        (
+            "custom",
+            {"impl": "com.example.Cat", "warehouse": "s3://b/wh"},
+            ("s3://b/wh", "db.t"),
+        ),
+    ],
+)
+def test_every_catalog_types_symlink_is_openlineage_sparks_or_the_specs(kind, identity, symlink):
+    assert catalog_symlink(kind, ["db", "t"], identity) == symlink
 
 
 HIVE_LIST = "iceberg://hive/db/orders?uri=thrift%3A%2F%2Fa%3A9083%2Cthrift%3A%2F%2Fb%3A9083"

@@ -47,14 +47,15 @@ def _submit_returning(result):
     return mock.patch.object(SparkSubmitOperator, "execute", execute)
 
 
-def _lineage(table, location, snapshot_id):
+def _described(table, location, snapshot_id):
+    """One table as the job describes it (``lineage.tables``)."""
     return {
-        table: {
-            "location": location,
-            "schema": [{"name": "id", "type": "bigint"}],
-            "snapshot_id": snapshot_id,
-        }
+        table: {"location": location, "schema": [{"name": "id", "type": "long"}], "snapshot_id": snapshot_id}
     }
+
+
+def _lineage(table, location, snapshot_id):
+    return {"tables": _described(table, location, snapshot_id)}
 
 
 def test_operators_declare_aliases_at_parse_time_without_a_connection(monkeypatch):
@@ -127,7 +128,7 @@ def test_a_commit_emits_the_tables_asset_with_the_commit_as_extra(hadoop_catalog
     (output,) = lineage.outputs
     assert (output.namespace, output.name) == ("file", "/wh/db/orders")
     assert output.facets["version"].datasetVersion == "42"
-    assert [(f.name, f.type) for f in output.facets["schema"].fields] == [("id", "bigint")]
+    assert [(f.name, f.type) for f in output.facets["schema"].fields] == [("id", "long")]
     (symlink,) = output.facets["symlinks"].identifiers
     assert (symlink.namespace, symlink.name, symlink.type) == ("file:/wh", "db.orders", "TABLE")
 
@@ -140,8 +141,10 @@ def test_a_read_is_an_input_at_the_snapshot_it_read_and_its_sink_an_output(hadoo
         "row_count": 3,
         "sink": {"table": "lake.db.copy", "snapshot_id": 8, "operation": "append", "summary": {}},
         "lineage": {
-            **_lineage("lake.db.orders", "file:/wh/db/orders", 9),
-            **_lineage("lake.db.copy", "file:/wh/db/copy", 8),
+            "tables": {
+                **_described("lake.db.orders", "file:/wh/db/orders", 9),
+                **_described("lake.db.copy", "file:/wh/db/copy", 8),
+            }
         },
     }
     op = IcebergTimeTravelReadOperator(
@@ -277,7 +280,7 @@ def test_a_malformed_lineage_description_is_a_warning_and_the_asset_event_still_
     op = IcebergAppendOperator(
         task_id="append", table="db.orders", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
     )
-    broken = {"lake.db.orders": {"location": "file:/wh/db/orders", "schema": [{"column": "id"}]}}
+    broken = {"tables": {"lake.db.orders": {"location": "file:/wh/db/orders", "schema": [{"column": "id"}]}}}
     events = OutletEventAccessors()
     with (
         _submit_returning(_commit("lake.db.orders", lineage=broken)),

@@ -1,0 +1,173 @@
+"""openlineage-spark beside the operators: both producers name every dataset identically.
+
+openlineage-spark 1.53 (from Maven Central, ``OPENLINEAGE_SPARK_JAR``; scripts/setup.sh fetches
+it) is the peer implementation and the independent reader here. Its listener is registered on
+the shared session for these jobs only, with a file transport; each job runs as spark-submit
+runs it (``iceberg_job.main``), and the names the operators give the job's datasets
+(:func:`airflow_iceberg.assets.table_dataset_names` of the job's own lineage description, the
+names ``operators/openlineage_datasets.py`` emits) must be names openlineage-spark gives the
+same datasets in the same role, with the same symlink: the example DAG's create from a query,
+a merge from a table, a read to files and a write on an audit branch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_iceberg.assets import table_asset_uri, table_dataset_names
+from airflow_iceberg.catalog.config import CatalogConfig
+from airflow_iceberg.jobs import iceberg_job
+from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.row_changes import MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
+from airflow_iceberg.naming import location_dataset
+from tests.jobs.conftest import openlineage_spark_jar
+from tests.jobs.helpers import CATALOG, read_spec, values_query, write_spec
+
+pytestmark = pytest.mark.skipif(
+    openlineage_spark_jar() is None,
+    reason="openlineage-spark's jar is missing: run `make setup` (it fetches OPENLINEAGE_SPARK_JAR)",
+)
+
+Names = tuple[tuple[str, str], tuple[str, str] | None]
+
+
+@pytest.fixture
+def openlineage_events(spark, tmp_path) -> Iterator[Callable[[], list[dict]]]:
+    """openlineage-spark's listener on the shared session, writing to a file; a reader of its events."""
+    context = spark.sparkContext
+    events = tmp_path / "openlineage-spark.jsonl"
+    conf = context._jsc.sc().conf().clone()
+    conf.set("spark.openlineage.transport.type", "file")
+    conf.set("spark.openlineage.transport.location", str(events))
+    conf.set("spark.openlineage.namespace", "job-tests")
+    listener = context._jvm.io.openlineage.spark.agent.OpenLineageSparkListener(conf)
+    context._jsc.sc().addSparkListener(listener)
+
+    def read() -> list[dict]:
+        context._jsc.sc().listenerBus().waitUntilEmpty()  # every event so far reached the listener
+        deadline = time.monotonic() + 30  # the listener writes on its own thread: wait, never assume
+        while not events.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+
+    try:
+        yield read
+    finally:
+        context._jsc.sc().removeSparkListener(listener)
+
+
+def run(spec: ActionSpec, tmp_path: Path) -> dict:
+    """Run one job as spark-submit runs it; its result, with the lineage the operator reads."""
+    result_file = tmp_path / f"result-{time.monotonic_ns()}.json"
+    assert iceberg_job.main(JobRequest(spec=spec, result_file=str(result_file)).to_argv()) == 0
+    return json.loads(result_file.read_text())
+
+
+def spark_names(events: list[dict], role: str) -> dict[tuple[str, str], set[tuple[str, str] | None]]:
+    """openlineage-spark's datasets in ``role`` (inputs, outputs): name → the symlinks it gave it."""
+    named: dict[tuple[str, str], set[tuple[str, str] | None]] = {}
+    for event in events:
+        for dataset in event.get(role) or []:
+            identifiers = (dataset.get("facets") or {}).get("symlinks", {}).get("identifiers") or [None]
+            for identifier in identifiers:
+                symlink = (identifier["namespace"], identifier["name"]) if identifier else None
+                named.setdefault((dataset["namespace"], dataset["name"]), set()).add(symlink)
+    return named
+
+
+def spark_schemas(events: list[dict], name: tuple[str, str]) -> list[list[dict]]:
+    """Every ``schema`` facet openlineage-spark gave the dataset ``name``, without facet metadata."""
+    schemas = []
+    for event in events:
+        for dataset in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
+            if (dataset["namespace"], dataset["name"]) == name and "schema" in (dataset.get("facets") or {}):
+                schemas.append(dataset["facets"]["schema"]["fields"])
+    return schemas
+
+
+def assert_named_alike(events: list[dict], role: str, ours: list[Names]) -> None:
+    theirs = spark_names(events, role)
+    for name, symlink in ours:
+        assert name in theirs, f"{role}: openlineage-spark has no {name}; it named {sorted(theirs)}"
+        assert symlink in theirs[name], f"{role} {name}: symlink {symlink}, openlineage-spark {theirs[name]}"
+
+
+@pytest.fixture
+def catalog(warehouse) -> CatalogConfig:
+    """The shared session's ``lake`` catalog as its Airflow connection describes it."""
+    return CatalogConfig(catalog_name=CATALOG, catalog_type="hadoop", warehouse=str(warehouse))
+
+
+def table_names(result: dict, catalog: CatalogConfig, table: str, branch: str | None = None) -> Names:
+    described = result["lineage"]["tables"][table]
+    return table_dataset_names(described["location"], table_asset_uri(catalog, table), branch)
+
+
+def test_a_create_from_a_query_is_named_as_openlineage_spark_names_it(
+    spark, new_table, tmp_path, catalog, openlineage_events
+):
+    orders, summary = new_table("orders"), new_table("summary")
+    run(write_spec(orders, "create", values_query([(1, "a"), (2, "b")], "id, name")), tmp_path)
+    query = (
+        "SELECT CAST(id AS BIGINT) AS id, upper(name) AS name, CAST(id AS DECIMAL(10, 2)) AS amount, "
+        "named_struct('label', name, 'tags', array(name)) AS detail, map(name, id) AS counts "
+        f"FROM {orders}"
+    )
+    result = run(write_spec(summary, "create", query), tmp_path)
+
+    events = openlineage_events()
+    assert result["lineage"]["query_tables"] == [{"table": orders, "snapshot_id": None}]
+    assert_named_alike(events, "inputs", [table_names(result, catalog, orders)])
+    (output, _) = ours = table_names(result, catalog, summary)
+    assert_named_alike(events, "outputs", [ours])
+    # the schema facet, nested fields included, is openlineage-spark's too
+    assert result["lineage"]["tables"][summary]["schema"] in spark_schemas(events, output)
+
+
+def test_a_merge_from_a_table_is_named_as_openlineage_spark_names_it(
+    spark, new_table, tmp_path, catalog, openlineage_events
+):
+    target, source = new_table("target"), new_table("changes")
+    run(write_spec(target, "create", values_query([(1, "a")], "id, name")), tmp_path)
+    run(write_spec(source, "create", values_query([(1, "b"), (2, "c")], "id, name")), tmp_path)
+    merge = MergeSpec(target, source=Source(table=source), keys=("id",)).validated()
+    result = run(merge, tmp_path)
+
+    events = openlineage_events()
+    # the merge's source, and its own table, which openlineage-spark lists as an input as well
+    assert_named_alike(
+        events, "inputs", [table_names(result, catalog, source), table_names(result, catalog, target)]
+    )
+    assert_named_alike(events, "outputs", [table_names(result, catalog, target)])
+
+
+def test_a_read_to_files_is_named_as_openlineage_spark_names_it(
+    spark, new_table, tmp_path, catalog, openlineage_events
+):
+    table, files = new_table("events"), tmp_path / "export"
+    run(write_spec(table, "create", values_query([(1, "a")], "id, name")), tmp_path)
+    result = run(read_spec(table, sink_path=str(files), sink_format="parquet"), tmp_path)
+
+    events = openlineage_events()
+    assert_named_alike(events, "inputs", [table_names(result, catalog, table)])
+    assert_named_alike(events, "outputs", [(location_dataset(str(files)), None)])
+
+
+def test_a_branch_write_is_named_as_openlineage_spark_names_it(
+    spark, new_table, tmp_path, catalog, openlineage_events
+):
+    table = new_table("audited")
+    run(write_spec(table, "create", values_query([(1, "a")], "id, name")), tmp_path)
+    result = run(write_spec(table, "append", values_query([(2, "b")], "id, name"), branch="audit"), tmp_path)
+
+    events = openlineage_events()
+    (namespace, name), symlink = table_names(result, catalog, table, branch="audit")
+    assert symlink is not None and symlink[1].endswith(".branch_audit")
+    assert_named_alike(events, "outputs", [((namespace, name), symlink)])
