@@ -108,6 +108,11 @@ def watermark_at(table: Any | None, snapshot_id: int | None) -> Watermark:
     snapshot = snapshots_by_id(table).get(snapshot_id) if snapshot_id is not None else None
     if snapshot is None:
         return Watermark(table_uuid=table_uuid(table), snapshot_id=snapshot_id)
+    return watermark_of(table, snapshot)
+
+
+def watermark_of(table: Any, snapshot: Any) -> Watermark:
+    """The watermark at ``snapshot``, one of ``table``'s (no look-up: a poll makes one per commit)."""
     return Watermark(
         table_uuid=table_uuid(table),
         snapshot_id=snapshot.snapshot_id,

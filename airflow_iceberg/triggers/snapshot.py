@@ -306,7 +306,7 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
 
         from airflow_iceberg.catalog.new_snapshots import describe_snapshot, matches
         from airflow_iceberg.catalog.pyiceberg_tables import load_table
-        from airflow_iceberg.catalog.snapshot_watermark import snapshots_since, watermark_at
+        from airflow_iceberg.catalog.snapshot_watermark import snapshots_since, watermark_of
 
         try:
             table = load_table(config, self.table)
@@ -320,8 +320,8 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
             described = describe_snapshot(self.table, snapshot)
             if matches(described, tuple(self.operation), self.summary):
                 payload = {"status": "success", **described, "matching_snapshot_ids": [snapshot.snapshot_id]}
-                found.append((payload, watermark_at(table, snapshot.snapshot_id)))
-        return found, watermark_at(table, new[-1].snapshot_id)
+                found.append((payload, watermark_of(table, snapshot)))
+        return found, watermark_of(table, new[-1])
 
     # ------------------------------------------------------------ from a baseline (sensor; Airflow < 3.3)
 
