@@ -590,3 +590,18 @@ def test_a_poll_indexes_the_tables_snapshots_once_however_many_commits_it_report
     commits = [s.snapshot_id for s in table.refresh().snapshots()][1:]
     assert [payload["snapshot_id"] for payload, _ in found] == commits
     assert last == watermark_at(table, head(table)) and [w for _, w in found][-1] == last
+
+
+def test_commits_expired_while_no_triggerer_runs_are_not_reported_and_the_rest_are_once(table):
+    """The documented limit: a snapshot expired before the trigger runs again is gone from the
+    metadata. The commits still kept after it are reported, once each, and nothing older."""
+    store = AssetStore()
+    watermark = head(table)
+    started(watcher(store), store)
+    commits = []
+    for start in (2, 4, 6, 8):
+        table.append(rows(start))
+        commits.append(head(table))
+    table.maintenance.expire_snapshots().by_ids([watermark, *commits[:2]]).commit()
+    assert ids(run_until(watcher(store), commits[-1])) == commits[2:]
+    started(watcher(store), store)
