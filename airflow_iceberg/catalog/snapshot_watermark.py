@@ -12,7 +12,9 @@ again under the same name is another table, whose sequence numbers start again a
 - the same table, the watermark's snapshot expired: the head's ancestors committed after it
   (sequence number; format v1: commit time, the writers' clocks);
 - another table (a new UUID), or no table when the watermark was taken: every snapshot on the
-  ref, none of them was seen.
+  ref, none of them was seen. A format v1 table may have no UUID (the field is optional in v1 and
+  old writers left it out; pyiceberg then makes up a random one at every load): it is taken for
+  the same table, so that every poll does not report its whole history again.
 
 A ref that moves back (a rollback to an ancestor, a branch reset to an older snapshot) adds no
 new snapshot, and the watermark does not move back with it: a snapshot seen once is not new again
@@ -72,8 +74,31 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+#: The :attr:`Watermark.table_uuid` of a table whose metadata has no ``table-uuid`` (format v1).
+NO_TABLE_UUID = ""
+
+
 def table_uuid(table: Any) -> str:
-    return str(table.metadata.table_uuid)
+    """The table's UUID, or :data:`NO_TABLE_UUID` when its metadata has none.
+
+    pyiceberg fills a missing v1 ``table-uuid`` with a new random UUID at every load, so that
+    value must not be compared: only a UUID the metadata holds identifies the table.
+    """
+    metadata = table.metadata
+    if "table_uuid" not in metadata.model_fields_set:
+        return NO_TABLE_UUID
+    return str(metadata.table_uuid)
+
+
+def another_table(watermark: Watermark, uuid: str) -> bool:
+    """Whether the table with ``uuid`` is not the one ``watermark`` was taken on.
+
+    A table without a UUID (on either side) cannot be told apart, and counts as the same one:
+    once a writer gives it a UUID (Iceberg Java does at its next commit) it is still that table.
+    """
+    if NO_TABLE_UUID in (watermark.table_uuid, uuid):
+        return False
+    return watermark.table_uuid != uuid
 
 
 def watermark_at(table: Any | None, snapshot_id: int | None) -> Watermark:
@@ -83,6 +108,11 @@ def watermark_at(table: Any | None, snapshot_id: int | None) -> Watermark:
     snapshot = snapshots_by_id(table).get(snapshot_id) if snapshot_id is not None else None
     if snapshot is None:
         return Watermark(table_uuid=table_uuid(table), snapshot_id=snapshot_id)
+    return watermark_of(table, snapshot)
+
+
+def watermark_of(table: Any, snapshot: Any) -> Watermark:
+    """The watermark at ``snapshot``, one of ``table``'s (no look-up: a poll makes one per commit)."""
     return Watermark(
         table_uuid=table_uuid(table),
         snapshot_id=snapshot.snapshot_id,
@@ -93,7 +123,7 @@ def watermark_at(table: Any | None, snapshot_id: int | None) -> Watermark:
 
 def snapshots_since(table: Any, watermark: Watermark, branch: str | None = None) -> list[Any]:
     """The snapshots on ``branch`` (or main) that are new since ``watermark``, oldest first."""
-    if watermark.table_uuid != table_uuid(table) or watermark.snapshot_id is None:
+    if another_table(watermark, table_uuid(table)) or watermark.snapshot_id is None:
         return snapshots_after(table, None, branch)  # another table, or nothing seen: all of it is new
     by_id = snapshots_by_id(table)
     if watermark.snapshot_id in by_id or watermark.sequence_number is None:

@@ -212,20 +212,37 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
             else:
                 self.log.info("Resuming the watch of %s from its watermark %s", self.table, watermark)
             while True:
+                watermark = await self.moved_on(store, watermark) or watermark
                 found, head = await self.retrying(
                     functools.partial(self.poll_since, config, watermark), watermark.snapshot_id
                 )
                 for payload, reported in found:
+                    if await self.moved_on(store, watermark):
+                        break  # another instance reported it meanwhile: poll again from its watermark
                     await store.save(reported)  # acknowledged by Airflow before the event leaves
                     watermark = reported
                     self.log.info("%s has a new snapshot %s", self.table, payload["snapshot_id"])
                     yield TriggerEvent(payload)
-                if head != watermark:  # commits past the last match that fail the filters
-                    await store.save(head)
-                    watermark = head
+                else:
+                    if head != watermark and not await self.moved_on(store, watermark):
+                        await store.save(head)  # commits past the last match that fail the filters
+                        watermark = head
                 await asyncio.sleep(self.poll_interval)
         except GaveUp as gave_up:
             yield TriggerEvent(gave_up.payload)
+
+    async def moved_on(self, store: WatermarkStore, watermark: Watermark) -> Watermark | None:
+        """The stored watermark, when another instance of this watch has moved it off ``watermark``.
+
+        Two instances of one watch run at once for a while when a DAG change replaces a watcher's
+        trigger (the old one runs until its triggerer's next loop) or a triggerer whose heartbeat
+        is late is taken over while it still runs. Each re-reads the store before it reports, so
+        a commit the other reported is not reported again. The store has no compare-and-set: two
+        instances reading it in the same instant (one round trip to Airflow) can still both report.
+        ``None``: the store holds ``watermark``, or nothing (a row deleted through the API).
+        """
+        stored = await store.load()
+        return stored if stored is not None and stored != watermark else None
 
     async def retrying(
         self, read: Callable[[], Any], baseline: int | None, after_failure: Callable[[], Any] | None = None
@@ -289,7 +306,7 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
 
         from airflow_iceberg.catalog.new_snapshots import describe_snapshot, matches
         from airflow_iceberg.catalog.pyiceberg_tables import load_table
-        from airflow_iceberg.catalog.snapshot_watermark import snapshots_since, watermark_at
+        from airflow_iceberg.catalog.snapshot_watermark import snapshots_since, watermark_of
 
         try:
             table = load_table(config, self.table)
@@ -303,8 +320,8 @@ class IcebergSnapshotTrigger(BaseEventTrigger):
             described = describe_snapshot(self.table, snapshot)
             if matches(described, tuple(self.operation), self.summary):
                 payload = {"status": "success", **described, "matching_snapshot_ids": [snapshot.snapshot_id]}
-                found.append((payload, watermark_at(table, snapshot.snapshot_id)))
-        return found, watermark_at(table, new[-1].snapshot_id)
+                found.append((payload, watermark_of(table, snapshot)))
+        return found, watermark_of(table, new[-1])
 
     # ------------------------------------------------------------ from a baseline (sensor; Airflow < 3.3)
 
