@@ -54,6 +54,8 @@ DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
 RETAIN_LAST_DEFAULT = 1
 MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 3600 * 1000  # history.expire.max-snapshot-age-ms
 MAX_MANIFESTS_DEFAULT = 100
+MAX_FILE_GROUP_SIZE_DEFAULT = 100 * 1024 * MIB  # SizeBasedFileRewritePlanner, 100 GB
+MAX_REF_AGE_MS_DEFAULT = 2**63 - 1  # history.expire.max-ref-age-ms: Long.MAX_VALUE
 #: The field id of a position-delete file's ``file_path`` column (Iceberg's MetadataColumns).
 DELETE_FILE_PATH_FIELD_ID = 2147483546
 
@@ -65,10 +67,15 @@ REWRITE_OPTIONS = (
     "max-file-size-bytes",
     "delete-file-threshold",
     "delete-ratio-threshold",
+    "rewrite-all",
+    "max-file-group-size-bytes",
 )
 #: Spark's typed literals, which pyiceberg's filter parser does not know: DATE'2024-01-02' is read
 #: as '2024-01-02', which pyiceberg casts to the column's type, as Spark does.
-_TYPED_LITERAL = re.compile(r"\b(?:DATE|TIMESTAMP(?:_NTZ|_LTZ)?)\s*(?=')", re.IGNORECASE)
+#: A quoted string is matched first and kept whole, so ``note = 'UP TO DATE'`` keeps its word.
+_TYPED_LITERAL = re.compile(
+    r"('(?:[^'\\]|\\.|'')*')|\b(?:DATE|TIMESTAMP(?:_NTZ|_LTZ)?)\s*(?=')", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ class SizeRules:
     min_input_files: int
     delete_file_threshold: int | None
     delete_ratio_threshold: float
+    rewrite_all: bool = False
+    max_group_size: int = MAX_FILE_GROUP_SIZE_DEFAULT
 
     @classmethod
     def resolve(cls, options: Mapping[str, Any], default_target: int) -> SizeRules:
@@ -104,7 +113,25 @@ class SizeRules:
             min_input_files=number("min-input-files", MIN_INPUT_FILES_DEFAULT),
             delete_file_threshold=number("delete-file-threshold", None),
             delete_ratio_threshold=number("delete-ratio-threshold", DELETE_RATIO_THRESHOLD_DEFAULT, float),
+            # Java's Boolean.parseBoolean: "true" in any case, anything else false.
+            rewrite_all=str(options.get("rewrite-all", "false")).strip().lower() == "true",
+            max_group_size=number("max-file-group-size-bytes", MAX_FILE_GROUP_SIZE_DEFAULT),
         )
+
+    def file_groups(self, sizes: list[int]) -> list[list[int]]:
+        """A partition's candidates packed into groups of at most ``max-file-group-size-bytes``.
+
+        Iceberg's ``BinPacking.ListPacker`` with a lookback of 1, as ``planFileGroups`` calls it:
+        one open group; a file that does not fit closes it and opens the next. (The files come
+        in the order the manifests list them, as they do for Iceberg's scan.)
+        """
+        groups: list[list[int]] = []
+        for size in sizes:
+            if groups and sum(groups[-1]) + size <= self.max_group_size:
+                groups[-1].append(size)
+            else:
+                groups.append([size])
+        return groups
 
     def group_needs_rewrite(self, sizes: list[int], delete_problem: bool) -> str | None:
         """Why a partition's candidate files would be rewritten, or None (Iceberg's filterFileGroups)."""
@@ -122,7 +149,7 @@ class SizeRules:
 
 def spark_filter_for_pyiceberg(where: str | None) -> str | None:
     """The ``where`` of a rewrite, as pyiceberg's filter parser reads it (typed literals untyped)."""
-    return _TYPED_LITERAL.sub("", where) if where else where
+    return _TYPED_LITERAL.sub(lambda m: m.group(1) or "", where) if where else where
 
 
 def head_snapshot(table: Any, branch: str | None) -> Any:
@@ -175,7 +202,10 @@ def planned_files(table: Any, snapshot: Any, where: str | None) -> list[Any]:
     """The scan tasks (data file and its deletes) of ``snapshot`` that ``where`` selects: manifests only."""
     try:
         scan = table.scan(
-            row_filter=spark_filter_for_pyiceberg(where) or "true", snapshot_id=snapshot.snapshot_id
+            row_filter=spark_filter_for_pyiceberg(where) or "true",
+            snapshot_id=snapshot.snapshot_id,
+            # Spark's rewrite procedures resolve columns as spark.sql.caseSensitive says: false by default.
+            case_sensitive=False,
         )
         return list(scan.plan_files())
     except Exception as error:  # pyiceberg's parser and binder raise several kinds
@@ -203,13 +233,31 @@ def _delete_problem(rules: SizeRules, task: Any) -> bool:
     return bool(deletes) and records > 0 and _deleted_records(task) / records >= rules.delete_ratio_threshold
 
 
-def _judge(table: Any, rules: SizeRules, groups: Mapping[tuple, list[int]], problems: set[tuple]) -> dict:
-    """Partition label -> why its candidate files would be rewritten, for those that would be."""
+def _judge(table: Any, rules: SizeRules, candidates: Mapping[tuple, list[tuple[int, bool]]]) -> dict:
+    """Partition label -> why its candidate files would be rewritten, for those that would be.
+
+    ``candidates`` holds each partition's (size, has a delete problem) files; they are packed into
+    groups (``max-file-group-size-bytes``) and each group is judged alone, as Iceberg does.
+    """
     verdicts = {}
-    for key, sizes in groups.items():
-        reason = rules.group_needs_rewrite(sizes, key in problems)
-        if reason:
-            verdicts[_partition_label(table, key)] = reason
+    for key, files in candidates.items():
+        if not files:
+            continue
+        if rules.rewrite_all:
+            verdicts[_partition_label(table, key)] = f"{len(files)} files (rewrite-all)"
+            continue
+        problem_of = dict(enumerate(problem for _, problem in files))
+        groups = rules.file_groups([size for size, _ in files])
+        reasons, index = [], 0
+        for group in groups:
+            problem = any(problem_of[i] for i in range(index, index + len(group)))
+            index += len(group)
+            reason = rules.group_needs_rewrite(group, problem)
+            if reason:
+                reasons.append(reason)
+        if reasons:
+            more = f" (in {len(reasons)} of {len(groups)} file groups)" if len(groups) > 1 else ""
+            verdicts[_partition_label(table, key)] = reasons[0] + more
     return verdicts
 
 
@@ -230,26 +278,32 @@ def data_files_decision(
     )
     tasks = planned_files(table, snapshot, where)
 
-    candidates: dict[tuple, list[int]] = defaultdict(list)
-    problems: set[tuple] = set()
+    current_spec = table.spec()
+    #: Iceberg's groupByPartition: a file of an older spec may hold rows of several partitions
+    #: of the current one, so all such files form one group, keyed by an all-null partition.
+    older_specs_key = (current_spec.spec_id, (None,) * len(current_spec.fields))
+    candidates: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
     deletes_by_partition: dict[tuple, dict[str, int]] = defaultdict(dict)
     for task in tasks:
-        size, key = task.file.file_size_in_bytes, _partition_key(task.file)
+        size = task.file.file_size_in_bytes
+        key = _partition_key(task.file) if task.file.spec_id == current_spec.spec_id else older_specs_key
         for delete in task.delete_files or ():
             if _is_position_delete(delete):
-                deletes_by_partition[key][delete.file_path] = delete.file_size_in_bytes
+                deletes_by_partition[_partition_key(delete)][delete.file_path] = delete.file_size_in_bytes
         problem = _delete_problem(rules, task)
-        if problem or not rules.min_size <= size <= rules.max_size:
-            candidates[key].append(size)
-            if problem:
-                problems.add(key)
+        if rules.rewrite_all or problem or not rules.min_size <= size <= rules.max_size:
+            candidates[key].append((size, problem))
     delete_candidates = {
-        key: [size for size in files.values() if not delete_rules.min_size <= size <= delete_rules.max_size]
+        key: [
+            (size, False)
+            for size in files.values()
+            if delete_rules.rewrite_all or not delete_rules.min_size <= size <= delete_rules.max_size
+        ]
         for key, files in deletes_by_partition.items()
     }
     delete_rewrite = {
         partition: reason.replace("files", "delete files", 1)
-        for partition, reason in _judge(table, delete_rules, delete_candidates, set()).items()
+        for partition, reason in _judge(table, delete_rules, delete_candidates).items()
     }
 
     data_records = sum(task.file.record_count for task in tasks)
@@ -267,7 +321,7 @@ def data_files_decision(
     healthy = f"no partition has files Iceberg's bin-pack planner would rewrite ({len(tasks)} files read)"
     return {
         "measured": measured,
-        "rewrite_data_files": _decision(_judge(table, rules, candidates, problems), healthy),
+        "rewrite_data_files": _decision(_judge(table, rules, candidates), healthy),
         "rewrite_position_delete_files": _decision(
             delete_rewrite, "no partition has position-delete files to compact"
         ),
@@ -286,31 +340,66 @@ def _decision(partitions: Mapping[str, str], healthy: str) -> dict:
     }
 
 
-def expirable_snapshots(table: Any, older_than_ms: int, retain_last: int) -> list[int]:
-    """The snapshots ``expire_snapshots(older_than, retain_last)`` would remove (as RemoveSnapshots does)."""
+def expired_refs(table: Any, now_ms: int) -> list[str]:
+    """The refs ``RemoveSnapshots`` drops: any but ``main`` older than its max-ref-age, or dangling."""
+    metadata = table.metadata
+    default = int(metadata.properties.get("history.expire.max-ref-age-ms", MAX_REF_AGE_MS_DEFAULT))
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    gone = []
+    for name, ref in metadata.refs.items():
+        if name == "main":
+            continue
+        snapshot = by_id.get(ref.snapshot_id)
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default
+        if snapshot is None or now_ms - snapshot.timestamp_ms > max_age:
+            gone.append(name)
+    return sorted(gone)
+
+
+def expirable_snapshots(
+    table: Any, older_than_ms: int, retain_last: int, now_ms: int | None = None
+) -> list[int]:
+    """The snapshots ``expire_snapshots(older_than, retain_last)`` would remove (as RemoveSnapshots does).
+
+    As ``RemoveSnapshots.internalApply``: the refs past their max-ref-age go first; a remaining
+    tag keeps its snapshot; a remaining branch keeps its newest ancestors, at least its
+    ``min-snapshots-to-keep`` (else ``retain_last``) and every one younger than its own
+    ``max-snapshot-age-ms`` (else ``older_than``), and the rest of its ancestry goes even when
+    younger than ``older_than``; a snapshot no ref reaches goes when older than ``older_than``.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
     metadata = table.metadata
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    removed_refs = set(expired_refs(table, now))
     retained: set[int] = set()
-    for ref in metadata.refs.values():
+    referenced: set[int] = set()
+    for name, ref in metadata.refs.items():
+        if name in removed_refs:
+            continue
+        retained.add(ref.snapshot_id)
+        referenced.add(ref.snapshot_id)
         if ref.snapshot_ref_type.value == "tag":
-            retained.add(ref.snapshot_id)
             continue
         keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else retain_last
         max_age = ref.max_snapshot_age_ms
-        cutoff = int(time.time() * 1000) - max_age if max_age is not None else older_than_ms
-        kept, snapshot = 0, by_id.get(ref.snapshot_id)
+        cutoff = now - max_age if max_age is not None else older_than_ms
+        kept: set[int] = set()
+        keeping, snapshot = True, by_id.get(ref.snapshot_id)
         while snapshot is not None:
-            if kept < keep or snapshot.timestamp_ms >= cutoff:
-                retained.add(snapshot.snapshot_id)
-                kept += 1
+            referenced.add(snapshot.snapshot_id)
+            if keeping and (len(kept) < keep or snapshot.timestamp_ms >= cutoff):
+                kept.add(snapshot.snapshot_id)
             else:
-                break
-            snapshot = by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return [
+                keeping = False
+            parent = snapshot.parent_snapshot_id
+            snapshot = by_id.get(parent) if parent is not None else None
+        retained |= kept
+    retained |= {
         s.snapshot_id
         for s in metadata.snapshots
-        if s.snapshot_id not in retained and s.timestamp_ms < older_than_ms
-    ]
+        if s.snapshot_id not in referenced and s.timestamp_ms >= older_than_ms
+    }
+    return [s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained]
 
 
 def manifests_decision(table: Any, snapshot: Any, max_manifests: int) -> dict:
@@ -380,15 +469,25 @@ def assess(
             if retain_last is not None
             else int(properties.get("history.expire.min-snapshots-to-keep", RETAIN_LAST_DEFAULT))
         )
-        expirable = expirable_snapshots(table, cutoff, keep)
+        now = int(time.time() * 1000)
+        expirable = expirable_snapshots(table, cutoff, keep, now)
+        refs = expired_refs(table, now)
         snapshots = table.metadata.snapshots
         report["measured"]["oldest_snapshot_ms"] = min(s.timestamp_ms for s in snapshots)
         report["measured"]["expirable_snapshots"] = len(expirable)
-        report["steps"]["expire_snapshots"] = (
-            {"needed": True, "reason": f"{len(expirable)} of {len(snapshots)} snapshots would be expired"}
-            if expirable
-            else {"needed": False, "reason": f"none of {len(snapshots)} snapshots is old enough to expire"}
-        )
+        report["measured"]["expired_refs"] = refs
+        if expirable or refs:
+            dropped = f", and refs {refs} are past their max-ref-age" if refs else ""
+            decision = {
+                "needed": True,
+                "reason": f"{len(expirable)} of {len(snapshots)} snapshots would be expired{dropped}",
+            }
+        else:
+            decision = {
+                "needed": False,
+                "reason": f"none of {len(snapshots)} snapshots is old enough to expire",
+            }
+        report["steps"]["expire_snapshots"] = decision
     if "rewrite_manifests" in steps:
         manifests = manifests_decision(
             table, snapshot, max_manifests if max_manifests is not None else MAX_MANIFESTS_DEFAULT
