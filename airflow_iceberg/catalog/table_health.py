@@ -188,10 +188,19 @@ def _partition_label(table: Any, key: tuple) -> str:
 
 
 def _file_scoped(delete_file: Any) -> bool:
-    """Whether a position-delete file names one data file only (its file_path bounds are equal)."""
+    """Whether a position-delete file names one data file only (Iceberg's ContentFileUtil.isFileScoped).
+
+    Its ``referenced_data_file`` says so (always, for a deletion vector), or its file_path bounds are equal.
+    """
+    if getattr(delete_file, "referenced_data_file", None) or _delete_format(delete_file) == "PUFFIN":
+        return True
     lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
     upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
     return lower is not None and lower == upper
+
+
+def _delete_format(delete_file: Any) -> str:
+    return str(getattr(delete_file.file_format, "value", delete_file.file_format)).upper()
 
 
 def _is_position_delete(delete_file: Any) -> bool:
@@ -216,17 +225,37 @@ def planned_files(table: Any, snapshot: Any, where: str | None) -> list[Any]:
         raise
 
 
+def task_deletes(task: Any) -> list[Any]:
+    """The delete files that may apply to the task's data file.
+
+    pyiceberg (0.12) matches a delete file to data files by its file_path bounds only, and reads
+    manifests with the v2 schema, so a deletion vector (no bounds; its data file is in the v3-only
+    ``referenced_data_file``) is matched to every data file of its partition. Each is then counted
+    as file-scoped against each of them: the delete rules can only err towards "needed", never
+    skip a rewrite Iceberg would make. Where ``referenced_data_file`` is read, it is used.
+    """
+    path = task.file.file_path
+    return [
+        d
+        for d in task.delete_files or ()
+        if not getattr(d, "referenced_data_file", None) or d.referenced_data_file == path
+    ]
+
+
+def _delete_identity(delete_file: Any) -> tuple:
+    """A delete file's identity: deletion vectors share a Puffin file, told apart by their offsets."""
+    return (delete_file.file_path, getattr(delete_file, "content_offset", None))
+
+
 def _deleted_records(task: Any) -> int:
     """Rows of the task's data file that its file-scoped position deletes remove (as Iceberg counts)."""
-    scoped = sum(
-        d.record_count for d in task.delete_files or () if _is_position_delete(d) and _file_scoped(d)
-    )
+    scoped = sum(d.record_count for d in task_deletes(task) if _is_position_delete(d) and _file_scoped(d))
     return min(scoped, task.file.record_count)
 
 
 def _delete_problem(rules: SizeRules, task: Any) -> bool:
     """Iceberg's tooManyDeletes or tooHighDeleteRatio for one data file."""
-    deletes = task.delete_files or ()
+    deletes = task_deletes(task)
     if rules.delete_file_threshold is not None and len(deletes) >= rules.delete_file_threshold:
         return True
     records = task.file.record_count
@@ -283,13 +312,14 @@ def data_files_decision(
     #: of the current one, so all such files form one group, keyed by an all-null partition.
     older_specs_key = (current_spec.spec_id, (None,) * len(current_spec.fields))
     candidates: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
-    deletes_by_partition: dict[tuple, dict[str, int]] = defaultdict(dict)
+    deletes_by_partition: dict[tuple, dict[tuple, int]] = defaultdict(dict)
     for task in tasks:
         size = task.file.file_size_in_bytes
         key = _partition_key(task.file) if task.file.spec_id == current_spec.spec_id else older_specs_key
-        for delete in task.delete_files or ():
+        for delete in task_deletes(task):
             if _is_position_delete(delete):
-                deletes_by_partition[_partition_key(delete)][delete.file_path] = delete.file_size_in_bytes
+                identity = _delete_identity(delete)
+                deletes_by_partition[_partition_key(delete)][identity] = delete.file_size_in_bytes
         problem = _delete_problem(rules, task)
         if rules.rewrite_all or problem or not rules.min_size <= size <= rules.max_size:
             candidates[key].append((size, problem))
@@ -305,6 +335,12 @@ def data_files_decision(
         partition: reason.replace("files", "delete files", 1)
         for partition, reason in _judge(table, delete_rules, delete_candidates).items()
     }
+    if table.metadata.format_version >= 3 and not any(
+        _delete_format(d) != "PUFFIN" for task in tasks for d in task_deletes(task) if _is_position_delete(d)
+    ):
+        # RewritePositionDeleteFilesSparkAction: on v3 it rewrites only to turn v2 position-delete
+        # files into deletion vectors; with vectors only, it returns at once.
+        delete_rewrite = {}
 
     data_records = sum(task.file.record_count for task in tasks)
     deleted_records = sum(_deleted_records(task) for task in tasks)

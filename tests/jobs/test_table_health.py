@@ -219,3 +219,30 @@ def test_a_branch_s_own_max_snapshot_age_expires_its_snapshots_younger_than_olde
     verdict = assess(lake.load(table), steps=[EXPIRE])["steps"][EXPIRE]
     assert _expire(spark, table)["expired_snapshots_count"] == 1
     assert verdict["needed"] is True, verdict
+
+
+def test_deletion_vectors_past_the_ratio_need_compaction_as_the_procedure_judges_them(spark, lake, table):
+    write_table(
+        spark,
+        write_spec(
+            table,
+            "create",
+            values_query([(i, "d") for i in range(6)], "id, day"),
+            table_properties={
+                "format-version": "3",
+                "write.delete.mode": "merge-on-read",
+                "write.distribution-mode": "none",
+            },
+        ),
+    )
+    for condition in ("id = 1", "id = 4"):  # a row of each data file: one deletion vector each
+        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    assert len(lake.data_files(table)) == 2
+    report = assess(lake.load(table), steps=[COMPACT])
+    # On v3 the delete rewrite only turns v2 delete files into vectors: with vectors only, nothing.
+    two = {"min-input-files": "2"}
+    deletes = assess(lake.load(table), delete_options=two, steps=[DELETES])["steps"][DELETES]
+    result = rewrite_position_deletes(spark, RewritePositionDeletesSpec(table, options=two).validated())
+    assert (deletes["needed"], result.get("rewritten_delete_files_count", 0)) == (False, 0), deletes
+    assert _compact(spark, table, {})["rewritten_data_files_count"] == 2
+    assert report["steps"][COMPACT]["needed"] is True, report
