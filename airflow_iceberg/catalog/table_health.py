@@ -207,22 +207,72 @@ def _is_position_delete(delete_file: Any) -> bool:
     return getattr(delete_file.content, "value", delete_file.content) == 1
 
 
+def where_expression(table: Any, where: str | None) -> Any:
+    """``where`` as a pyiceberg expression, checked against the table's columns (any case, as Spark)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
+
+    if not where:
+        return AlwaysTrue()
+    try:
+        expression = parse(spark_filter_for_pyiceberg(where))
+        bind(table.schema(), expression, case_sensitive=False)
+    except Exception as error:  # pyiceberg's parser and binder raise several kinds
+        raise InvalidSpecError(f"where {where!r} cannot be read as a filter of the table: {error}") from error
+    return expression
+
+
 def planned_files(table: Any, snapshot: Any, where: str | None) -> list[Any]:
     """The scan tasks (data file and its deletes) of ``snapshot`` that ``where`` selects: manifests only."""
+    scan = table.scan(
+        row_filter=where_expression(table, where),
+        snapshot_id=snapshot.snapshot_id,
+        # Spark's rewrite procedures resolve columns as spark.sql.caseSensitive says: false by default.
+        case_sensitive=False,
+    )
     try:
-        scan = table.scan(
-            row_filter=spark_filter_for_pyiceberg(where) or "true",
-            snapshot_id=snapshot.snapshot_id,
-            # Spark's rewrite procedures resolve columns as spark.sql.caseSensitive says: false by default.
-            case_sensitive=False,
-        )
         return list(scan.plan_files())
-    except Exception as error:  # pyiceberg's parser and binder raise several kinds
-        if where:
-            raise InvalidSpecError(
-                f"where {where!r} cannot be read as a filter of the table: {error}"
-            ) from error
-        raise
+    except ValueError as error:
+        if "equality deletes" not in str(error):
+            raise
+        raise InvalidSpecError(
+            "the table has equality delete files, which pyiceberg cannot match to data files, so the "
+            "rewrites cannot be judged from metadata: leave rewrite_data_files and "
+            "rewrite_position_delete_files out of the health check's steps"
+        ) from error
+
+
+def live_position_deletes(table: Any, snapshot: Any, where: str | None) -> list[Any]:
+    """The live position-delete files of ``snapshot`` in the partitions ``where`` may select.
+
+    As the position-delete planner reads them (the ``position_deletes`` table with
+    ``baseTableFilter``): every live one, also those whose data files are gone, selected by the
+    where's projection on each file's partition only, not by the data files' column bounds.
+    """
+    from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection
+    from pyiceberg.schema import Schema
+
+    expression, schema, specs = where_expression(table, where), table.schema(), table.specs()
+    evaluators: dict[int, Any] = {}
+
+    def selected(delete_file: Any) -> bool:
+        spec_id = delete_file.spec_id
+        if spec_id not in evaluators:
+            spec = specs[spec_id]
+            partition_schema = Schema(*spec.partition_type(schema).fields)
+            projected = inclusive_projection(schema, spec, False)(expression)
+            evaluators[spec_id] = expression_evaluator(partition_schema, projected, False)
+        return evaluators[spec_id](delete_file.partition)
+
+    files = []
+    for manifest in snapshot.manifests(table.io):
+        if getattr(manifest.content, "value", manifest.content) != 1:  # delete manifests only
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if _is_position_delete(entry.data_file) and selected(entry.data_file):
+                files.append(entry.data_file)
+    return files
 
 
 def task_deletes(task: Any) -> list[Any]:
@@ -323,20 +373,18 @@ def data_files_decision(
         problem = _delete_problem(rules, task)
         if rules.rewrite_all or problem or not rules.min_size <= size <= rules.max_size:
             candidates[key].append((size, problem))
-    delete_candidates = {
-        key: [
-            (size, False)
-            for size in files.values()
-            if delete_rules.rewrite_all or not delete_rules.min_size <= size <= delete_rules.max_size
-        ]
-        for key, files in deletes_by_partition.items()
-    }
+    position_deletes = live_position_deletes(table, snapshot, where)
+    delete_candidates: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    for delete in position_deletes:
+        size = delete.file_size_in_bytes
+        if delete_rules.rewrite_all or not delete_rules.min_size <= size <= delete_rules.max_size:
+            delete_candidates[_partition_key(delete)].append((size, False))
     delete_rewrite = {
         partition: reason.replace("files", "delete files", 1)
         for partition, reason in _judge(table, delete_rules, delete_candidates).items()
     }
     if table.metadata.format_version >= 3 and not any(
-        _delete_format(d) != "PUFFIN" for task in tasks for d in task_deletes(task) if _is_position_delete(d)
+        _delete_format(d) != "PUFFIN" for d in position_deletes
     ):
         # RewritePositionDeleteFilesSparkAction: on v3 it rewrites only to turn v2 position-delete
         # files into deletion vectors; with vectors only, it returns at once.
@@ -349,7 +397,8 @@ def data_files_decision(
         "small_data_files": sum(task.file.file_size_in_bytes < rules.min_size for task in tasks),
         "partitions": len({_partition_key(task.file) for task in tasks}),
         "data_records": data_records,
-        "position_delete_files": sum(len(files) for files in deletes_by_partition.values()),
+        "position_delete_files": len(position_deletes),
+        "position_delete_files_applied": sum(len(files) for files in deletes_by_partition.values()),
         "deleted_records": deleted_records,
         "deleted_ratio": round(deleted_records / data_records, 4) if data_records else 0.0,
         "min_file_size_bytes": rules.min_size,

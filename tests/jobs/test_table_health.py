@@ -246,3 +246,28 @@ def test_deletion_vectors_past_the_ratio_need_compaction_as_the_procedure_judges
     assert (deletes["needed"], result.get("rewritten_delete_files_count", 0)) == (False, 0), deletes
     assert _compact(spark, table, {})["rewritten_data_files_count"] == 2
     assert report["steps"][COMPACT]["needed"] is True, report
+
+
+def test_the_delete_rewrite_selects_delete_files_by_partition_only_as_iceberg_does(spark, lake, table):
+    write_table(
+        spark,
+        write_spec(
+            table,
+            "create",
+            values_query([(i, "d") for i in range(6)], "id, day"),
+            table_properties={
+                "format-version": "2",
+                "write.delete.mode": "merge-on-read",
+                "write.distribution-mode": "none",
+            },
+        ),
+    )
+    for condition in ("id = 1", "id = 4"):
+        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    # No data file holds an id over 100 (their bounds say so), but the position-delete planner
+    # filters delete files by the where's projection on the partition (here: all of them).
+    where, two = "id > 100", {"min-input-files": "2"}
+    verdict = assess(lake.load(table), where=where, delete_options=two, steps=[DELETES])["steps"][DELETES]
+    spec = RewritePositionDeletesSpec(table, where=where, options=two).validated()
+    assert rewrite_position_deletes(spark, spec)["rewritten_delete_files_count"] == 2
+    assert verdict["needed"] is True, verdict
