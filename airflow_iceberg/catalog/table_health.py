@@ -10,19 +10,33 @@ Each decision mirrors the rule of the procedure it stands for, with the procedur
 and defaults, so "not needed" means the procedure would find nothing to do:
 
 - ``rewrite_data_files``: Iceberg's bin-pack planner (``BinPackRewriteFilePlanner``). Per
-  partition, the candidates are the files outside ``[min-file-size-bytes, max-file-size-bytes]``
+  partition of the current spec (the files of older specs form one group, as Iceberg groups
+  them), the candidates are the files outside ``[min-file-size-bytes, max-file-size-bytes]``
   (75% and 180% of ``target-file-size-bytes``, itself the table's ``write.target-file-size-bytes``,
   512 MiB by default), with ``delete-file-threshold`` delete files or more, or whose file-scoped
-  deletes remove ``delete-ratio-threshold`` (0.3) of their rows. A partition is rewritten when its
-  candidates are at least ``min-input-files`` (5) and more than one, or more than one and larger
-  together than the target, or larger than the maximum, or one of them has a delete problem.
-- ``rewrite_position_delete_files``: the same size rules over a partition's position-delete files
-  (``write.delete.target-file-size-bytes``, 64 MiB by default).
-- ``expire_snapshots``: Iceberg's ``RemoveSnapshots``: a snapshot older than ``older_than`` goes
-  unless a tag points at it or it is among the ``retain_last`` newest ancestors of a branch (a
-  branch's own ``min-snapshots-to-keep`` and ``max-snapshot-age-ms`` win, as in Iceberg).
-- ``rewrite_manifests`` has no planner in Iceberg (it rewrites every manifest), so it is needed when
-  the snapshot has ``max_manifests`` data manifests or more (100 by default).
+  deletes remove ``delete-ratio-threshold`` (0.3) of their rows. They are packed into groups of
+  ``max-file-group-size-bytes`` (100 GB), and a group is rewritten when its files are at least
+  ``min-input-files`` (5) and more than one, or more than one and larger together than the
+  target, or larger than the maximum, or one of them has a delete problem. ``rewrite-all``
+  rewrites every file selected. The ``where`` is read case-insensitively, as Spark reads it.
+- ``rewrite_position_delete_files``: the same size rules over the snapshot's live position-delete
+  files in the partitions the ``where`` projects to (the planner's ``baseTableFilter``: by
+  partition only; dangling deletes included), ``write.delete.target-file-size-bytes`` (64 MiB)
+  by default. On a v3 table with deletion vectors only, Iceberg's action returns at once.
+- ``expire_snapshots``: Iceberg's ``RemoveSnapshots``: refs other than ``main`` past their
+  max-ref-age go first; a remaining tag keeps its snapshot; a branch keeps its newest ancestors,
+  its own ``min-snapshots-to-keep`` (else ``retain_last``) and those younger than its own
+  ``max-snapshot-age-ms`` (else ``older_than``), and the rest of its ancestry goes even when
+  younger than ``older_than``; a snapshot no ref reaches goes when older than ``older_than``.
+- ``rewrite_manifests`` has no planner in Iceberg (it regroups every manifest of the current
+  spec), so this step alone is a threshold of this check's own: needed from ``max_manifests``
+  data manifests (100 by default). Below it the procedure would still regroup them: "not
+  needed" means "not worth it" here, not "nothing to do".
+
+Known limits: pyiceberg (0.12) cannot match a deletion vector to its data file, so each vector
+counts against every data file of its partition (the delete rules err towards "needed"); tables
+with equality deletes cannot be judged for the rewrites (a clear error); and a ref or snapshot
+crossing an age limit between the check and the procedure is judged at the check's time.
 
 Orphan files are, by definition, in no metadata: only a listing of the table's location finds them,
 which is what ``remove_orphan_files`` does. So they are not judged here.
