@@ -83,6 +83,7 @@ REWRITE_OPTIONS = (
     "delete-ratio-threshold",
     "rewrite-all",
     "max-file-group-size-bytes",
+    "max-file-group-input-files",
 )
 #: Spark's typed literals, which pyiceberg's filter parser does not know: DATE'2024-01-02' is read
 #: as '2024-01-02', which pyiceberg casts to the column's type, as Spark does.
@@ -104,6 +105,7 @@ class SizeRules:
     delete_ratio_threshold: float
     rewrite_all: bool = False
     max_group_size: int = MAX_FILE_GROUP_SIZE_DEFAULT
+    max_group_files: int | None = None
 
     @classmethod
     def resolve(cls, options: Mapping[str, Any], default_target: int) -> SizeRules:
@@ -130,6 +132,8 @@ class SizeRules:
             # Java's Boolean.parseBoolean: "true" in any case, anything else false.
             rewrite_all=str(options.get("rewrite-all", "false")).strip().lower() == "true",
             max_group_size=number("max-file-group-size-bytes", MAX_FILE_GROUP_SIZE_DEFAULT),
+            # Iceberg 1.11's cap on a group's files (1.10 refuses the option).
+            max_group_files=number("max-file-group-input-files", None),
         )
 
     def file_groups(self, sizes: list[int]) -> list[list[int]]:
@@ -141,7 +145,8 @@ class SizeRules:
         """
         groups: list[list[int]] = []
         for size in sizes:
-            if groups and sum(groups[-1]) + size <= self.max_group_size:
+            room = self.max_group_files is None or len(groups[-1] if groups else ()) < self.max_group_files
+            if groups and room and sum(groups[-1]) + size <= self.max_group_size:
                 groups[-1].append(size)
             else:
                 groups.append([size])
