@@ -416,8 +416,9 @@ def data_files_decision(
         "small_data_files": sum(task.file.file_size_in_bytes < rules.min_size for task in tasks),
         "partitions": len({_partition_key(task.file) for task in tasks}),
         "data_records": data_records,
-        "position_delete_files": len(position_deletes),
-        "position_delete_files_applied": sum(len(files) for files in deletes_by_partition.values()),
+        # Those applying to the files judged, and all live ones the delete rewrite would plan.
+        "position_delete_files": sum(len(files) for files in deletes_by_partition.values()),
+        "live_position_delete_files": len(position_deletes),
         "deleted_records": deleted_records,
         "deleted_ratio": round(deleted_records / data_records, 4) if data_records else 0.0,
         "min_file_size_bytes": rules.min_size,
