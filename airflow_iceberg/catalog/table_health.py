@@ -10,19 +10,33 @@ Each decision mirrors the rule of the procedure it stands for, with the procedur
 and defaults, so "not needed" means the procedure would find nothing to do:
 
 - ``rewrite_data_files``: Iceberg's bin-pack planner (``BinPackRewriteFilePlanner``). Per
-  partition, the candidates are the files outside ``[min-file-size-bytes, max-file-size-bytes]``
+  partition of the current spec (the files of older specs form one group, as Iceberg groups
+  them), the candidates are the files outside ``[min-file-size-bytes, max-file-size-bytes]``
   (75% and 180% of ``target-file-size-bytes``, itself the table's ``write.target-file-size-bytes``,
   512 MiB by default), with ``delete-file-threshold`` delete files or more, or whose file-scoped
-  deletes remove ``delete-ratio-threshold`` (0.3) of their rows. A partition is rewritten when its
-  candidates are at least ``min-input-files`` (5) and more than one, or more than one and larger
-  together than the target, or larger than the maximum, or one of them has a delete problem.
-- ``rewrite_position_delete_files``: the same size rules over a partition's position-delete files
-  (``write.delete.target-file-size-bytes``, 64 MiB by default).
-- ``expire_snapshots``: Iceberg's ``RemoveSnapshots``: a snapshot older than ``older_than`` goes
-  unless a tag points at it or it is among the ``retain_last`` newest ancestors of a branch (a
-  branch's own ``min-snapshots-to-keep`` and ``max-snapshot-age-ms`` win, as in Iceberg).
-- ``rewrite_manifests`` has no planner in Iceberg (it rewrites every manifest), so it is needed when
-  the snapshot has ``max_manifests`` data manifests or more (100 by default).
+  deletes remove ``delete-ratio-threshold`` (0.3) of their rows. They are packed into groups of
+  ``max-file-group-size-bytes`` (100 GB), and a group is rewritten when its files are at least
+  ``min-input-files`` (5) and more than one, or more than one and larger together than the
+  target, or larger than the maximum, or one of them has a delete problem. ``rewrite-all``
+  rewrites every file selected. The ``where`` is read case-insensitively, as Spark reads it.
+- ``rewrite_position_delete_files``: the same size rules over the snapshot's live position-delete
+  files in the partitions the ``where`` projects to (the planner's ``baseTableFilter``: by
+  partition only; dangling deletes included), ``write.delete.target-file-size-bytes`` (64 MiB)
+  by default. On a v3 table with deletion vectors only, Iceberg's action returns at once.
+- ``expire_snapshots``: Iceberg's ``RemoveSnapshots``: refs other than ``main`` past their
+  max-ref-age go first; a remaining tag keeps its snapshot; a branch keeps its newest ancestors,
+  its own ``min-snapshots-to-keep`` (else ``retain_last``) and those younger than its own
+  ``max-snapshot-age-ms`` (else ``older_than``), and the rest of its ancestry goes even when
+  younger than ``older_than``; a snapshot no ref reaches goes when older than ``older_than``.
+- ``rewrite_manifests`` has no planner in Iceberg (it regroups every manifest of the current
+  spec), so this step alone is a threshold of this check's own: needed from ``max_manifests``
+  data manifests (100 by default). Below it the procedure would still regroup them: "not
+  needed" means "not worth it" here, not "nothing to do".
+
+Known limits: pyiceberg (0.12) cannot match a deletion vector to its data file, so each vector
+counts against every data file of its partition (the delete rules err towards "needed"); tables
+with equality deletes cannot be judged for the rewrites (a clear error); and a ref or snapshot
+crossing an age limit between the check and the procedure is judged at the check's time.
 
 Orphan files are, by definition, in no metadata: only a listing of the table's location finds them,
 which is what ``remove_orphan_files`` does. So they are not judged here.
@@ -54,6 +68,8 @@ DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
 RETAIN_LAST_DEFAULT = 1
 MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 3600 * 1000  # history.expire.max-snapshot-age-ms
 MAX_MANIFESTS_DEFAULT = 100
+MAX_FILE_GROUP_SIZE_DEFAULT = 100 * 1024 * MIB  # SizeBasedFileRewritePlanner, 100 GB
+MAX_REF_AGE_MS_DEFAULT = 2**63 - 1  # history.expire.max-ref-age-ms: Long.MAX_VALUE
 #: The field id of a position-delete file's ``file_path`` column (Iceberg's MetadataColumns).
 DELETE_FILE_PATH_FIELD_ID = 2147483546
 
@@ -65,10 +81,16 @@ REWRITE_OPTIONS = (
     "max-file-size-bytes",
     "delete-file-threshold",
     "delete-ratio-threshold",
+    "rewrite-all",
+    "max-file-group-size-bytes",
+    "max-file-group-input-files",
 )
 #: Spark's typed literals, which pyiceberg's filter parser does not know: DATE'2024-01-02' is read
 #: as '2024-01-02', which pyiceberg casts to the column's type, as Spark does.
-_TYPED_LITERAL = re.compile(r"\b(?:DATE|TIMESTAMP(?:_NTZ|_LTZ)?)\s*(?=')", re.IGNORECASE)
+#: A quoted string is matched first and kept whole, so ``note = 'UP TO DATE'`` keeps its word.
+_TYPED_LITERAL = re.compile(
+    r"('(?:[^'\\]|\\.|'')*')|\b(?:DATE|TIMESTAMP(?:_NTZ|_LTZ)?)\s*(?=')", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,9 @@ class SizeRules:
     min_input_files: int
     delete_file_threshold: int | None
     delete_ratio_threshold: float
+    rewrite_all: bool = False
+    max_group_size: int = MAX_FILE_GROUP_SIZE_DEFAULT
+    max_group_files: int | None = None
 
     @classmethod
     def resolve(cls, options: Mapping[str, Any], default_target: int) -> SizeRules:
@@ -104,7 +129,28 @@ class SizeRules:
             min_input_files=number("min-input-files", MIN_INPUT_FILES_DEFAULT),
             delete_file_threshold=number("delete-file-threshold", None),
             delete_ratio_threshold=number("delete-ratio-threshold", DELETE_RATIO_THRESHOLD_DEFAULT, float),
+            # Java's Boolean.parseBoolean: "true" in any case, anything else false.
+            rewrite_all=str(options.get("rewrite-all", "false")).strip().lower() == "true",
+            max_group_size=number("max-file-group-size-bytes", MAX_FILE_GROUP_SIZE_DEFAULT),
+            # Iceberg 1.11's cap on a group's files (1.10 refuses the option).
+            max_group_files=number("max-file-group-input-files", None),
         )
+
+    def file_groups(self, sizes: list[int]) -> list[list[int]]:
+        """A partition's candidates packed into groups of at most ``max-file-group-size-bytes``.
+
+        Iceberg's ``BinPacking.ListPacker`` with a lookback of 1, as ``planFileGroups`` calls it:
+        one open group; a file that does not fit closes it and opens the next. (The files come
+        in the order the manifests list them, as they do for Iceberg's scan.)
+        """
+        groups: list[list[int]] = []
+        for size in sizes:
+            room = self.max_group_files is None or len(groups[-1] if groups else ()) < self.max_group_files
+            if groups and room and sum(groups[-1]) + size <= self.max_group_size:
+                groups[-1].append(size)
+            else:
+                groups.append([size])
+        return groups
 
     def group_needs_rewrite(self, sizes: list[int], delete_problem: bool) -> str | None:
         """Why a partition's candidate files would be rewritten, or None (Iceberg's filterFileGroups)."""
@@ -122,7 +168,7 @@ class SizeRules:
 
 def spark_filter_for_pyiceberg(where: str | None) -> str | None:
     """The ``where`` of a rewrite, as pyiceberg's filter parser reads it (typed literals untyped)."""
-    return _TYPED_LITERAL.sub("", where) if where else where
+    return _TYPED_LITERAL.sub(lambda m: m.group(1) or "", where) if where else where
 
 
 def head_snapshot(table: Any, branch: str | None) -> Any:
@@ -161,55 +207,155 @@ def _partition_label(table: Any, key: tuple) -> str:
 
 
 def _file_scoped(delete_file: Any) -> bool:
-    """Whether a position-delete file names one data file only (its file_path bounds are equal)."""
+    """Whether a position-delete file names one data file only (Iceberg's ContentFileUtil.isFileScoped).
+
+    Its ``referenced_data_file`` says so (always, for a deletion vector), or its file_path bounds are equal.
+    """
+    if getattr(delete_file, "referenced_data_file", None) or _delete_format(delete_file) == "PUFFIN":
+        return True
     lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
     upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
     return lower is not None and lower == upper
+
+
+def _delete_format(delete_file: Any) -> str:
+    return str(getattr(delete_file.file_format, "value", delete_file.file_format)).upper()
 
 
 def _is_position_delete(delete_file: Any) -> bool:
     return getattr(delete_file.content, "value", delete_file.content) == 1
 
 
+def where_expression(table: Any, where: str | None) -> Any:
+    """``where`` as a pyiceberg expression, checked against the table's columns (any case, as Spark)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
+
+    if not where:
+        return AlwaysTrue()
+    try:
+        expression = parse(spark_filter_for_pyiceberg(where))
+        bind(table.schema(), expression, case_sensitive=False)
+    except Exception as error:  # pyiceberg's parser and binder raise several kinds
+        raise InvalidSpecError(f"where {where!r} cannot be read as a filter of the table: {error}") from error
+    return expression
+
+
 def planned_files(table: Any, snapshot: Any, where: str | None) -> list[Any]:
     """The scan tasks (data file and its deletes) of ``snapshot`` that ``where`` selects: manifests only."""
+    scan = table.scan(
+        row_filter=where_expression(table, where),
+        snapshot_id=snapshot.snapshot_id,
+        # Spark's rewrite procedures resolve columns as spark.sql.caseSensitive says: false by default.
+        case_sensitive=False,
+    )
     try:
-        scan = table.scan(
-            row_filter=spark_filter_for_pyiceberg(where) or "true", snapshot_id=snapshot.snapshot_id
-        )
         return list(scan.plan_files())
-    except Exception as error:  # pyiceberg's parser and binder raise several kinds
-        if where:
-            raise InvalidSpecError(
-                f"where {where!r} cannot be read as a filter of the table: {error}"
-            ) from error
-        raise
+    except ValueError as error:
+        if "equality deletes" not in str(error):
+            raise
+        raise InvalidSpecError(
+            "the table has equality delete files, which pyiceberg cannot match to data files, so the "
+            "rewrites cannot be judged from metadata: leave rewrite_data_files and "
+            "rewrite_position_delete_files out of the health check's steps"
+        ) from error
+
+
+def live_position_deletes(table: Any, snapshot: Any, where: str | None) -> list[Any]:
+    """The live position-delete files of ``snapshot`` in the partitions ``where`` may select.
+
+    As the position-delete planner reads them (the ``position_deletes`` table with
+    ``baseTableFilter``): every live one, also those whose data files are gone, selected by the
+    where's projection on each file's partition only, not by the data files' column bounds.
+    """
+    from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection
+    from pyiceberg.schema import Schema
+
+    expression, schema, specs = where_expression(table, where), table.schema(), table.specs()
+    evaluators: dict[int, Any] = {}
+
+    def selected(delete_file: Any) -> bool:
+        spec_id = delete_file.spec_id
+        if spec_id not in evaluators:
+            spec = specs[spec_id]
+            partition_schema = Schema(*spec.partition_type(schema).fields)
+            projected = inclusive_projection(schema, spec, False)(expression)
+            evaluators[spec_id] = expression_evaluator(partition_schema, projected, False)
+        return evaluators[spec_id](delete_file.partition)
+
+    files = []
+    for manifest in snapshot.manifests(table.io):
+        if getattr(manifest.content, "value", manifest.content) != 1:  # delete manifests only
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if _is_position_delete(entry.data_file) and selected(entry.data_file):
+                files.append(entry.data_file)
+    return files
+
+
+def task_deletes(task: Any) -> list[Any]:
+    """The delete files that may apply to the task's data file.
+
+    pyiceberg (0.12) matches a delete file to data files by its file_path bounds only, and reads
+    manifests with the v2 schema, so a deletion vector (no bounds; its data file is in the v3-only
+    ``referenced_data_file``) is matched to every data file of its partition. Each is then counted
+    as file-scoped against each of them: the delete rules can only err towards "needed", never
+    skip a rewrite Iceberg would make. Where ``referenced_data_file`` is read, it is used.
+    """
+    path = task.file.file_path
+    return [
+        d
+        for d in task.delete_files or ()
+        if not getattr(d, "referenced_data_file", None) or d.referenced_data_file == path
+    ]
+
+
+def _delete_identity(delete_file: Any) -> tuple:
+    """A delete file's identity: deletion vectors share a Puffin file, told apart by their offsets."""
+    return (delete_file.file_path, getattr(delete_file, "content_offset", None))
 
 
 def _deleted_records(task: Any) -> int:
     """Rows of the task's data file that its file-scoped position deletes remove (as Iceberg counts)."""
-    scoped = sum(
-        d.record_count for d in task.delete_files or () if _is_position_delete(d) and _file_scoped(d)
-    )
+    scoped = sum(d.record_count for d in task_deletes(task) if _is_position_delete(d) and _file_scoped(d))
     return min(scoped, task.file.record_count)
 
 
 def _delete_problem(rules: SizeRules, task: Any) -> bool:
     """Iceberg's tooManyDeletes or tooHighDeleteRatio for one data file."""
-    deletes = task.delete_files or ()
+    deletes = task_deletes(task)
     if rules.delete_file_threshold is not None and len(deletes) >= rules.delete_file_threshold:
         return True
     records = task.file.record_count
     return bool(deletes) and records > 0 and _deleted_records(task) / records >= rules.delete_ratio_threshold
 
 
-def _judge(table: Any, rules: SizeRules, groups: Mapping[tuple, list[int]], problems: set[tuple]) -> dict:
-    """Partition label -> why its candidate files would be rewritten, for those that would be."""
+def _judge(table: Any, rules: SizeRules, candidates: Mapping[tuple, list[tuple[int, bool]]]) -> dict:
+    """Partition label -> why its candidate files would be rewritten, for those that would be.
+
+    ``candidates`` holds each partition's (size, has a delete problem) files; they are packed into
+    groups (``max-file-group-size-bytes``) and each group is judged alone, as Iceberg does.
+    """
     verdicts = {}
-    for key, sizes in groups.items():
-        reason = rules.group_needs_rewrite(sizes, key in problems)
-        if reason:
-            verdicts[_partition_label(table, key)] = reason
+    for key, files in candidates.items():
+        if not files:
+            continue
+        if rules.rewrite_all:
+            verdicts[_partition_label(table, key)] = f"{len(files)} files (rewrite-all)"
+            continue
+        problem_of = dict(enumerate(problem for _, problem in files))
+        groups = rules.file_groups([size for size, _ in files])
+        reasons, index = [], 0
+        for group in groups:
+            problem = any(problem_of[i] for i in range(index, index + len(group)))
+            index += len(group)
+            reason = rules.group_needs_rewrite(group, problem)
+            if reason:
+                reasons.append(reason)
+        if reasons:
+            more = f" (in {len(reasons)} of {len(groups)} file groups)" if len(groups) > 1 else ""
+            verdicts[_partition_label(table, key)] = reasons[0] + more
     return verdicts
 
 
@@ -230,27 +376,38 @@ def data_files_decision(
     )
     tasks = planned_files(table, snapshot, where)
 
-    candidates: dict[tuple, list[int]] = defaultdict(list)
-    problems: set[tuple] = set()
-    deletes_by_partition: dict[tuple, dict[str, int]] = defaultdict(dict)
+    current_spec = table.spec()
+    #: Iceberg's groupByPartition: a file of an older spec may hold rows of several partitions
+    #: of the current one, so all such files form one group, keyed by an all-null partition.
+    older_specs_key = (current_spec.spec_id, (None,) * len(current_spec.fields))
+    candidates: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    deletes_by_partition: dict[tuple, dict[tuple, int]] = defaultdict(dict)
     for task in tasks:
-        size, key = task.file.file_size_in_bytes, _partition_key(task.file)
-        for delete in task.delete_files or ():
+        size = task.file.file_size_in_bytes
+        key = _partition_key(task.file) if task.file.spec_id == current_spec.spec_id else older_specs_key
+        for delete in task_deletes(task):
             if _is_position_delete(delete):
-                deletes_by_partition[key][delete.file_path] = delete.file_size_in_bytes
+                identity = _delete_identity(delete)
+                deletes_by_partition[_partition_key(delete)][identity] = delete.file_size_in_bytes
         problem = _delete_problem(rules, task)
-        if problem or not rules.min_size <= size <= rules.max_size:
-            candidates[key].append(size)
-            if problem:
-                problems.add(key)
-    delete_candidates = {
-        key: [size for size in files.values() if not delete_rules.min_size <= size <= delete_rules.max_size]
-        for key, files in deletes_by_partition.items()
-    }
+        if rules.rewrite_all or problem or not rules.min_size <= size <= rules.max_size:
+            candidates[key].append((size, problem))
+    position_deletes = live_position_deletes(table, snapshot, where)
+    delete_candidates: dict[tuple, list[tuple[int, bool]]] = defaultdict(list)
+    for delete in position_deletes:
+        size = delete.file_size_in_bytes
+        if delete_rules.rewrite_all or not delete_rules.min_size <= size <= delete_rules.max_size:
+            delete_candidates[_partition_key(delete)].append((size, False))
     delete_rewrite = {
         partition: reason.replace("files", "delete files", 1)
-        for partition, reason in _judge(table, delete_rules, delete_candidates, set()).items()
+        for partition, reason in _judge(table, delete_rules, delete_candidates).items()
     }
+    if table.metadata.format_version >= 3 and not any(
+        _delete_format(d) != "PUFFIN" for d in position_deletes
+    ):
+        # RewritePositionDeleteFilesSparkAction: on v3 it rewrites only to turn v2 position-delete
+        # files into deletion vectors; with vectors only, it returns at once.
+        delete_rewrite = {}
 
     data_records = sum(task.file.record_count for task in tasks)
     deleted_records = sum(_deleted_records(task) for task in tasks)
@@ -259,7 +416,9 @@ def data_files_decision(
         "small_data_files": sum(task.file.file_size_in_bytes < rules.min_size for task in tasks),
         "partitions": len({_partition_key(task.file) for task in tasks}),
         "data_records": data_records,
+        # Those applying to the files judged, and all live ones the delete rewrite would plan.
         "position_delete_files": sum(len(files) for files in deletes_by_partition.values()),
+        "live_position_delete_files": len(position_deletes),
         "deleted_records": deleted_records,
         "deleted_ratio": round(deleted_records / data_records, 4) if data_records else 0.0,
         "min_file_size_bytes": rules.min_size,
@@ -267,7 +426,7 @@ def data_files_decision(
     healthy = f"no partition has files Iceberg's bin-pack planner would rewrite ({len(tasks)} files read)"
     return {
         "measured": measured,
-        "rewrite_data_files": _decision(_judge(table, rules, candidates, problems), healthy),
+        "rewrite_data_files": _decision(_judge(table, rules, candidates), healthy),
         "rewrite_position_delete_files": _decision(
             delete_rewrite, "no partition has position-delete files to compact"
         ),
@@ -286,31 +445,66 @@ def _decision(partitions: Mapping[str, str], healthy: str) -> dict:
     }
 
 
-def expirable_snapshots(table: Any, older_than_ms: int, retain_last: int) -> list[int]:
-    """The snapshots ``expire_snapshots(older_than, retain_last)`` would remove (as RemoveSnapshots does)."""
+def expired_refs(table: Any, now_ms: int) -> list[str]:
+    """The refs ``RemoveSnapshots`` drops: any but ``main`` older than its max-ref-age, or dangling."""
+    metadata = table.metadata
+    default = int(metadata.properties.get("history.expire.max-ref-age-ms", MAX_REF_AGE_MS_DEFAULT))
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    gone = []
+    for name, ref in metadata.refs.items():
+        if name == "main":
+            continue
+        snapshot = by_id.get(ref.snapshot_id)
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default
+        if snapshot is None or now_ms - snapshot.timestamp_ms > max_age:
+            gone.append(name)
+    return sorted(gone)
+
+
+def expirable_snapshots(
+    table: Any, older_than_ms: int, retain_last: int, now_ms: int | None = None
+) -> list[int]:
+    """The snapshots ``expire_snapshots(older_than, retain_last)`` would remove (as RemoveSnapshots does).
+
+    As ``RemoveSnapshots.internalApply``: the refs past their max-ref-age go first; a remaining
+    tag keeps its snapshot; a remaining branch keeps its newest ancestors, at least its
+    ``min-snapshots-to-keep`` (else ``retain_last``) and every one younger than its own
+    ``max-snapshot-age-ms`` (else ``older_than``), and the rest of its ancestry goes even when
+    younger than ``older_than``; a snapshot no ref reaches goes when older than ``older_than``.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
     metadata = table.metadata
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
+    removed_refs = set(expired_refs(table, now))
     retained: set[int] = set()
-    for ref in metadata.refs.values():
+    referenced: set[int] = set()
+    for name, ref in metadata.refs.items():
+        if name in removed_refs:
+            continue
+        retained.add(ref.snapshot_id)
+        referenced.add(ref.snapshot_id)
         if ref.snapshot_ref_type.value == "tag":
-            retained.add(ref.snapshot_id)
             continue
         keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else retain_last
         max_age = ref.max_snapshot_age_ms
-        cutoff = int(time.time() * 1000) - max_age if max_age is not None else older_than_ms
-        kept, snapshot = 0, by_id.get(ref.snapshot_id)
+        cutoff = now - max_age if max_age is not None else older_than_ms
+        kept: set[int] = set()
+        keeping, snapshot = True, by_id.get(ref.snapshot_id)
         while snapshot is not None:
-            if kept < keep or snapshot.timestamp_ms >= cutoff:
-                retained.add(snapshot.snapshot_id)
-                kept += 1
+            referenced.add(snapshot.snapshot_id)
+            if keeping and (len(kept) < keep or snapshot.timestamp_ms >= cutoff):
+                kept.add(snapshot.snapshot_id)
             else:
-                break
-            snapshot = by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return [
+                keeping = False
+            parent = snapshot.parent_snapshot_id
+            snapshot = by_id.get(parent) if parent is not None else None
+        retained |= kept
+    retained |= {
         s.snapshot_id
         for s in metadata.snapshots
-        if s.snapshot_id not in retained and s.timestamp_ms < older_than_ms
-    ]
+        if s.snapshot_id not in referenced and s.timestamp_ms >= older_than_ms
+    }
+    return [s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained]
 
 
 def manifests_decision(table: Any, snapshot: Any, max_manifests: int) -> dict:
@@ -380,15 +574,25 @@ def assess(
             if retain_last is not None
             else int(properties.get("history.expire.min-snapshots-to-keep", RETAIN_LAST_DEFAULT))
         )
-        expirable = expirable_snapshots(table, cutoff, keep)
+        now = int(time.time() * 1000)
+        expirable = expirable_snapshots(table, cutoff, keep, now)
+        refs = expired_refs(table, now)
         snapshots = table.metadata.snapshots
         report["measured"]["oldest_snapshot_ms"] = min(s.timestamp_ms for s in snapshots)
         report["measured"]["expirable_snapshots"] = len(expirable)
-        report["steps"]["expire_snapshots"] = (
-            {"needed": True, "reason": f"{len(expirable)} of {len(snapshots)} snapshots would be expired"}
-            if expirable
-            else {"needed": False, "reason": f"none of {len(snapshots)} snapshots is old enough to expire"}
-        )
+        report["measured"]["expired_refs"] = refs
+        if expirable or refs:
+            dropped = f", and refs {refs} are past their max-ref-age" if refs else ""
+            decision = {
+                "needed": True,
+                "reason": f"{len(expirable)} of {len(snapshots)} snapshots would be expired{dropped}",
+            }
+        else:
+            decision = {
+                "needed": False,
+                "reason": f"none of {len(snapshots)} snapshots is old enough to expire",
+            }
+        report["steps"]["expire_snapshots"] = decision
     if "rewrite_manifests" in steps:
         manifests = manifests_decision(
             table, snapshot, max_manifests if max_manifests is not None else MAX_MANIFESTS_DEFAULT

@@ -174,3 +174,16 @@ def test_the_operator_refuses_an_unknown_step_when_the_dag_is_parsed():
 
     with pytest.raises(InvalidSpecError, match=r"steps: unknown upkeep step\(s\) \['compact'\]"):
         IcebergTableHealthOperator(task_id="health", table="db.t", steps={"compact": "x"})
+
+
+def test_a_partition_is_packed_into_groups_judged_one_by_one_as_iceberg_packs_it():
+    from airflow_iceberg.catalog.table_health import SizeRules
+
+    sizes = [10] * 5
+    whole = SizeRules.resolve({"target-file-size-bytes": 1000}, 512)
+    assert whole.file_groups(sizes) == [sizes]
+    by_bytes = SizeRules.resolve({"target-file-size-bytes": 1000, "max-file-group-size-bytes": 20}, 512)
+    assert by_bytes.file_groups(sizes) == [[10, 10], [10, 10], [10]]
+    # Iceberg 1.11's max-file-group-input-files caps a group's files as well.
+    by_count = SizeRules.resolve({"target-file-size-bytes": 1000, "max-file-group-input-files": 3}, 512)
+    assert by_count.file_groups(sizes) == [[10, 10, 10], [10, 10]]
