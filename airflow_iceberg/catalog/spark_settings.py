@@ -27,6 +27,8 @@ from airflow_iceberg.catalog.secret_detection import (
 from airflow_iceberg.exceptions import CatalogSettingsConflictError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: What every ``iceberg-spark-runtime`` coordinate starts with, whatever its Spark line.
+RUNTIME_PREFIX = "org.apache.iceberg:iceberg-spark-runtime-"
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SESSION_CATALOG_CLASS = "org.apache.iceberg.spark.SparkSessionCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
@@ -56,6 +58,17 @@ class SparkSettings:
                 f"two Iceberg catalog connections both define catalog {', '.join(clashes)!r}; "
                 "give each connection its own catalog_name"
             )
+        runtimes = sorted(
+            {package for package in self.packages + other.packages if package.startswith(RUNTIME_PREFIX)}
+        )
+        if len(runtimes) > 1:  # each side names at most one: a runtime is one per connection
+            ours = ", ".join(map(repr, self.catalog_names))
+            raise CatalogSettingsConflictError(
+                f"catalogs {ours} and {', '.join(map(repr, other.catalog_names))} load different Iceberg "
+                f"runtimes: {' and '.join(runtimes)}; one job loads one runtime (Ivy would keep one of "
+                "them and a catalog would run the other's Iceberg): give the connections the same "
+                "Iceberg version and Spark version"
+            )
         secret_conf = _merge_conf(self.secret_conf, other.secret_conf)
         conf = _merge_conf(self.conf, other.conf)
         if REDACTION_KEY in conf:  # one pattern for the secrets of both
@@ -77,8 +90,7 @@ class SparkSettings:
 def runtime_coordinate(config: CatalogConfig) -> str:
     """The Maven coordinate of the iceberg-spark-runtime matching the Spark and Scala versions."""
     spark_minor = ".".join(config.spark_version.split(".")[:2])
-    artifact = f"iceberg-spark-runtime-{spark_minor}_{config.scala_version}"
-    return f"org.apache.iceberg:{artifact}:{config.iceberg_version}"
+    return f"{RUNTIME_PREFIX}{spark_minor}_{config.scala_version}:{config.iceberg_version}"
 
 
 def catalog_properties(config: CatalogConfig) -> dict[str, str]:

@@ -385,3 +385,28 @@ def test_whatever_the_password_fills_is_secret_whatever_its_name(catalog_type, e
     if login and extra.get("login_property") != secret_key:
         # a login alone is an identity, not a secret: it may stay on the command line
         assert settings.conf[f"spark.sql.catalog.c.{extra['login_property']}"] == login
+
+
+def test_two_connections_loading_different_iceberg_runtimes_are_refused():
+    """A connection saved by the old form keeps ``1.10.2``; one made since follows its line (1.12.0).
+
+    One job loads one runtime: both coordinates on ``--packages`` would leave Ivy to evict one, so
+    a catalog would silently run the other's Iceberg.
+    """
+    old = config_from_fields(
+        {"catalog_name": "old", "catalog_type": "hadoop", "warehouse": "/a", "iceberg_version": "1.10.2"}
+    )
+    new = config_from_fields({"catalog_name": "new", "catalog_type": "hadoop", "warehouse": "/b"})
+    refusal = (
+        r"catalogs 'old' and 'new' load different Iceberg runtimes: "
+        r"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2 and "
+        r"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0; .*same Iceberg version"
+    )
+    with pytest.raises(CatalogSettingsConflictError, match=refusal):
+        combined_settings([old, new])
+    same = config_from_fields(
+        {"catalog_name": "same", "catalog_type": "hadoop", "warehouse": "/c", "iceberg_version": "1.12.0"}
+    )
+    assert combined_settings([new, same]).packages == (
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
+    )
