@@ -185,11 +185,19 @@ class CatalogConfig:
                 f"{key!r} is also in catalog_properties; set it in one place only",
             )
         for name in ("iceberg_version", "spark_version", "scala_version"):
-            _check(
-                _VERSION_RE.match(getattr(self, name) or ""),
+            version = getattr(self, name)
+            _check(  # JSON's 1.10 is the number 1.1: which release was meant is lost
+                not isinstance(version, (int, float)),
                 name,
-                f"{getattr(self, name)!r} is not a version such as 1.12.0",
+                f"{version!r} is a number; give the version as a string, such as \"1.12.0\"",
             )
+            _check(_VERSION_RE.match(version or ""), name, f"{version!r} is not a version such as 1.12.0")
+        _check(  # 1.12 would pass the pairing table, and no iceberg-spark-runtime has that version
+            self.runtime_jar or len(release(self.iceberg_version)) >= 3,
+            "iceberg_version",
+            f"{self.iceberg_version!r} is not an Iceberg release: releases have three numbers, such as "
+            f"{DEFAULT_ICEBERG_VERSION}",
+        )
         self._validate_runtime_versions()
         if self.cache_expiration_interval_ms is not None:
             _check(

@@ -517,3 +517,26 @@ def test_a_secret_left_in_the_catalog_uri_is_refused_without_its_value(extra, fi
     with pytest.raises(InvalidCatalogConfigError, match=message) as refused:
         config_from_fields(extra, **fields)
     assert "SENTINEL" not in str(refused.value)
+
+
+@pytest.mark.parametrize("short", ["1.12", "1", "2.0"])
+def test_an_iceberg_version_without_its_patch_number_is_refused_naming_the_release_to_give(short):
+    """Every Iceberg release has three numbers: ``1.12`` passes the pairing table as a 1.12 release,
+    but ``iceberg-spark-runtime-3.5_2.12:1.12`` exists nowhere, and spark-submit fails resolving it."""
+    refusal = (
+        rf"'Iceberg version' \(iceberg_version\): '{short}' is not an Iceberg release: releases have three "
+        r"numbers, such as 1.12.0"
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=refusal):
+        config_from_fields({"warehouse": "/w", "iceberg_version": short})
+    # a runtime jar replaces the coordinate: its Iceberg version is not used
+    jar = config_from_fields({"warehouse": "/w", "iceberg_version": short, "runtime_jar": "/j/rt.jar"})
+    assert jar.runtime_jar == "/j/rt.jar"
+
+
+@pytest.mark.parametrize(("name", "number"), [("iceberg_version", 1.10), ("spark_version", 3.5)])
+def test_a_version_given_as_a_json_number_is_refused_naming_the_field(name, number):
+    """``{"iceberg_version": 1.10}`` in a connection's JSON is the number 1.1: say so, not a TypeError."""
+    refusal = rf"\({name}\): {number!r} is a number; give the version as a string, such as \"1.12.0\""
+    with pytest.raises(InvalidCatalogConfigError, match=refusal):
+        config_from_fields({"warehouse": "/w", name: number})
