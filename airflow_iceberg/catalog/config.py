@@ -209,6 +209,7 @@ class CatalogConfig:
 
     def _validate_runtime_versions(self) -> None:
         """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
+        self._validate_bundle_releases()
         if self.runtime_jar:  # a runtime jar replaces the coordinate
             return
         if release(self.spark_version)[:1] >= (4,):
@@ -220,6 +221,30 @@ class CatalogConfig:
             )
         problem = pairing_problem(self.spark_version, self.iceberg_version)
         _check(problem is None, "iceberg_version", str(problem))
+
+    def _validate_bundle_releases(self) -> None:
+        """Refuse an Iceberg bundle (``iceberg-aws-bundle`` ...) of another release than the runtime.
+
+        A bundle holds the cloud SDK its release's FileIO was built on. A connection that named no
+        Iceberg version moved to its Spark line's newest runtime (1.12.0 for 3.5, not 1.10.2), and
+        its bundle did not move with it. Patch numbers may differ: 1.10.2 has no bundle of its own.
+        """
+        runtime = self.runtime_iceberg_version
+        if runtime is None:  # a runtime jar named otherwise: its release is not known here
+            return
+        for package in self.extra_packages:
+            group, _, rest = package.partition(":")
+            artifact, _, version = rest.partition(":")
+            if group != "org.apache.iceberg" or not artifact.endswith("-bundle") or not version:
+                continue
+            ours = ".".join(map(str, release(version)[:2]))
+            _check(
+                release(version)[:2] == release(runtime)[:2],
+                "extra_packages",
+                f"{package} is of Iceberg {ours}, and the runtime is Iceberg {runtime}; give the bundle "
+                f"of the runtime's release (org.apache.iceberg:{artifact}:"
+                f"{'.'.join(map(str, release(runtime)[:2]))}.x)",
+            )
 
     def _validate_locations(self) -> None:
         kind = self.kind

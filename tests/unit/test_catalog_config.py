@@ -540,3 +540,37 @@ def test_a_version_given_as_a_json_number_is_refused_naming_the_field(name, numb
     refusal = rf"\({name}\): {number!r} is a number; give the version as a string, such as \"1.12.0\""
     with pytest.raises(InvalidCatalogConfigError, match=refusal):
         config_from_fields({"warehouse": "/w", name: number})
+
+
+@pytest.mark.parametrize(
+    ("fields", "bundle", "runtime"),
+    [
+        ({}, "org.apache.iceberg:iceberg-aws-bundle:1.10.1", "1.12.0"),  # unset: the line's new default
+        ({"spark_version": "4.0"}, "org.apache.iceberg:iceberg-aws-bundle:1.12.0", "1.11.0"),
+        ({"iceberg_version": "1.10.2"}, "org.apache.iceberg:iceberg-gcp-bundle:1.12.0", "1.10.2"),
+        (
+            {"runtime_jar": "/j/iceberg-spark-runtime-3.5_2.12-1.11.0.jar"},
+            "org.apache.iceberg:iceberg-aws-bundle:1.12.0",
+            "1.11.0",
+        ),
+    ],
+)
+def test_an_iceberg_bundle_of_another_release_than_the_runtime_is_refused(fields, bundle, runtime):
+    """A connection made for 1.10.2 with the bundle the docs named then (1.10.1) now loads 1.12.0 unless
+    it says otherwise: a bundle of another release holds the AWS SDK another S3FileIO was built on."""
+    refusal = (
+        rf"'Extra packages' \(extra_packages\): {bundle} is of Iceberg {bundle.rsplit(':', 1)[1][:4]}, and "
+        rf"the runtime is Iceberg {runtime}; give the bundle of the runtime's release"
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=refusal):
+        config_from_fields({"warehouse": "/w", "extra_packages": bundle, **fields})
+
+
+def test_an_iceberg_bundle_of_the_runtimes_release_passes_whatever_its_patch_number():
+    """The 1.10.2 runtime with the 1.10.1 AWS bundle is what the docs paired (1.10.2 has no bundle)."""
+    for fields, bundle in (
+        ({"iceberg_version": "1.10.2"}, "org.apache.iceberg:iceberg-aws-bundle:1.10.1"),
+        ({}, "org.apache.iceberg:iceberg-aws-bundle:1.12.0,org.postgresql:postgresql:42.7.4"),
+        ({"runtime_jar": "/j/rt.jar"}, "org.apache.iceberg:iceberg-aws-bundle:1.9.2"),  # jar's release untold
+    ):
+        assert config_from_fields({"warehouse": "/w", "extra_packages": bundle, **fields})
