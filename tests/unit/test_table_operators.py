@@ -316,6 +316,9 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
             ),
             "give branch or wait_for_branches",
         ),
+        # a branch template that rendered nothing must not compact main, breaking the pending publish
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", branch=""), "branch is empty"),
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", branch="  "), "branch is empty"),
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
         (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
         (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
