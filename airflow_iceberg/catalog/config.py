@@ -198,6 +198,7 @@ class CatalogConfig:
             f"{self.iceberg_version!r} is not an Iceberg release: releases have three numbers, such as "
             f"{DEFAULT_ICEBERG_VERSION}",
         )
+        _check_spark_line(self.spark_version)
         self._validate_runtime_versions()
         if self.cache_expiration_interval_ms is not None:
             _check(
@@ -469,6 +470,7 @@ def config_from_fields(
         values["catalog_name"] = SESSION_CATALOG_NAME
     if "scala_version" not in values and release(values.get("spark_version", ""))[:1] >= (4,):
         values["scala_version"] = SPARK4_SCALA_VERSION  # unset, it follows Spark: 2.13 for Spark 4
+    _check_spark_line(values.get("spark_version", DEFAULT_SPARK_VERSION))
     if "iceberg_version" not in values:  # unset, it follows Spark: the newest runtime of its line
         values["iceberg_version"] = _default_iceberg_version(values)
     uri = _uri(extra.get("uri") or host, port or None)
@@ -480,6 +482,17 @@ def config_from_fields(
     return CatalogConfig(
         uri=uri, login=login or None, password=password or None, uri_secrets=uri_secrets, **values
     ).validate()
+
+
+def _check_spark_line(spark_version: Any) -> None:
+    """Refuse ``4``: the runtime's artifact names a Spark line, major.minor (``4.0``)."""
+    if isinstance(spark_version, str) and _VERSION_RE.match(spark_version):
+        _check(
+            len(release(spark_version)) >= 2,
+            "spark_version",
+            f"{spark_version!r} names no Spark line: give its major.minor, such as "
+            f"{spark_version}.0 (the runtime is built per line: iceberg-spark-runtime-<line>_<scala>)",
+        )
 
 
 def _default_iceberg_version(values: Mapping[str, Any]) -> str:

@@ -574,3 +574,12 @@ def test_an_iceberg_bundle_of_the_runtimes_release_passes_whatever_its_patch_num
         ({"runtime_jar": "/j/rt.jar"}, "org.apache.iceberg:iceberg-aws-bundle:1.9.2"),  # jar's release untold
     ):
         assert config_from_fields({"warehouse": "/w", "extra_packages": bundle, **fields})
+
+
+@pytest.mark.parametrize("extra", [{}, {"iceberg_version": "1.12.0"}, {"runtime_jar": "/j/rt.jar"}])
+def test_a_spark_version_without_its_minor_number_is_refused_asking_for_the_line(extra):
+    """``4`` is no Spark line: the coordinate would be ``iceberg-spark-runtime-4_2.13``, which exists for
+    no release, and "no Iceberg release has a runtime for Spark 4" sent the user the wrong way."""
+    refusal = r"'Spark version' \(spark_version\): '4' names no Spark line: give its major.minor, such as 4.0"
+    with pytest.raises(InvalidCatalogConfigError, match=refusal):
+        config_from_fields({"warehouse": "/w", "spark_version": "4", **extra})
