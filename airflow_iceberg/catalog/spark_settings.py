@@ -58,17 +58,6 @@ class SparkSettings:
                 f"two Iceberg catalog connections both define catalog {', '.join(clashes)!r}; "
                 "give each connection its own catalog_name"
             )
-        runtimes = sorted(
-            {package for package in self.packages + other.packages if package.startswith(RUNTIME_PREFIX)}
-        )
-        if len(runtimes) > 1:  # each side names at most one: a runtime is one per connection
-            ours = ", ".join(map(repr, self.catalog_names))
-            raise CatalogSettingsConflictError(
-                f"catalogs {ours} and {', '.join(map(repr, other.catalog_names))} load different Iceberg "
-                f"runtimes: {' and '.join(runtimes)}; one job loads one runtime (Ivy would keep one of "
-                "them and a catalog would run the other's Iceberg): give the connections the same "
-                "Iceberg version and Spark version"
-            )
         secret_conf = _merge_conf(self.secret_conf, other.secret_conf)
         conf = _merge_conf(self.conf, other.conf)
         if REDACTION_KEY in conf:  # one pattern for the secrets of both
@@ -200,6 +189,28 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
         jars=_unique(jars + config.extra_jars),
         packages=_unique(packages + config.extra_packages),
         catalog_names=(name,),
+    )
+
+
+def runtime_conflict(configs: Iterable[CatalogConfig]) -> str | None:
+    """Why these catalogs cannot share one spark-submit: they name different runtime coordinates.
+
+    A connection saved by the old form keeps ``1.10.2`` while one made since follows its Spark
+    line (``1.12.0``). With both on ``--packages`` Ivy keeps one, and a catalog silently runs the
+    other's Iceberg. Over Spark Connect neither is loaded (the server's runtime runs), so the
+    caller asks only for spark-submit.
+    """
+    catalogs: dict[str, list[str]] = {}
+    for config in configs:
+        if not config.runtime_jar:  # a jar's contents are not known from its path
+            catalogs.setdefault(runtime_coordinate(config), []).append(repr(config.catalog_name))
+    if len(catalogs) < 2:
+        return None
+    listed = "; ".join(f"{', '.join(names)}: {coordinate}" for coordinate, names in catalogs.items())
+    return (
+        f"the catalogs load different Iceberg runtimes ({listed}); one spark-submit loads one runtime "
+        "(Ivy would keep one, and a catalog would run the other's Iceberg): give the connections the "
+        "same Iceberg version and Spark version"
     )
 
 
