@@ -583,3 +583,34 @@ def test_a_spark_version_without_its_minor_number_is_refused_asking_for_the_line
     refusal = r"'Spark version' \(spark_version\): '4' names no Spark line: give its major.minor, such as 4.0"
     with pytest.raises(InvalidCatalogConfigError, match=refusal):
         config_from_fields({"warehouse": "/w", "spark_version": "4", **extra})
+
+
+# --------------------------------------------------------------------------- open review findings
+# Reproductions of what review found and left for a decision (docs/README/CHANGELOG and the pairing
+# table change together). Strict: each fails (XPASS) once the finding is fixed, to be turned around.
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Spark 4.0 with 1.12.0 is refused on the evidence of a Maven mirror that also lacks "
+    "iceberg-spark-runtime-3.5_2.13:1.10.2 and 3.4_2.13:1.11.0, which Iceberg published; Iceberg's "
+    "main (Aug 2026, before 1.12) still builds Spark 4.0 (dev/stage-binaries.sh SPARK_VERSIONS=3.5,4.0,4.1)",
+)
+def test_review_spark_4_0_with_iceberg_1_12_0_is_not_refused_without_evidence():
+    config = config_from_fields({"warehouse": "/w", "spark_version": "4.0", "iceberg_version": "1.12.0"})
+    assert config.iceberg_version == "1.12.0"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="a line Iceberg removed (3.4 after 1.11) passes with any release after 1.12"
+)
+def test_review_a_removed_spark_line_is_refused_for_releases_after_the_table():
+    with pytest.raises(InvalidCatalogConfigError, match=r"no runtime for Spark 3\.4"):
+        config_from_fields({"warehouse": "/w", "spark_version": "3.4", "iceberg_version": "1.13.0"})
+
+
+@pytest.mark.xfail(strict=True, reason="a runtime jar's standard name for another Spark line is not compared")
+def test_review_a_runtime_jar_built_for_another_spark_line_is_refused():
+    jar = "/j/iceberg-spark-runtime-3.5_2.12-1.12.0.jar"
+    with pytest.raises(InvalidCatalogConfigError, match="runtime_jar"):
+        config_from_fields({"warehouse": "/w", "spark_version": "4.0", "runtime_jar": jar})
