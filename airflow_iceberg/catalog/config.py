@@ -185,11 +185,20 @@ class CatalogConfig:
                 f"{key!r} is also in catalog_properties; set it in one place only",
             )
         for name in ("iceberg_version", "spark_version", "scala_version"):
-            _check(
-                _VERSION_RE.match(getattr(self, name) or ""),
+            version = getattr(self, name)
+            _check(  # JSON's 1.10 is the number 1.1: which release was meant is lost
+                not isinstance(version, (int, float)),
                 name,
-                f"{getattr(self, name)!r} is not a version such as 1.12.0",
+                f"{version!r} is a number; give the version as a string, such as \"1.12.0\"",
             )
+            _check(_VERSION_RE.match(version or ""), name, f"{version!r} is not a version such as 1.12.0")
+        _check(  # 1.12 would pass the pairing table, and no iceberg-spark-runtime has that version
+            self.runtime_jar or len(release(self.iceberg_version)) >= 3,
+            "iceberg_version",
+            f"{self.iceberg_version!r} is not an Iceberg release: releases have three numbers, such as "
+            f"{DEFAULT_ICEBERG_VERSION}",
+        )
+        _check_spark_line(self.spark_version)
         self._validate_runtime_versions()
         if self.cache_expiration_interval_ms is not None:
             _check(
@@ -201,6 +210,7 @@ class CatalogConfig:
 
     def _validate_runtime_versions(self) -> None:
         """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
+        self._validate_bundle_releases()
         if self.runtime_jar:  # a runtime jar replaces the coordinate
             return
         if release(self.spark_version)[:1] >= (4,):
@@ -212,6 +222,30 @@ class CatalogConfig:
             )
         problem = pairing_problem(self.spark_version, self.iceberg_version)
         _check(problem is None, "iceberg_version", str(problem))
+
+    def _validate_bundle_releases(self) -> None:
+        """Refuse an Iceberg bundle (``iceberg-aws-bundle`` ...) of another release than the runtime.
+
+        A bundle holds the cloud SDK its release's FileIO was built on. A connection that named no
+        Iceberg version moved to its Spark line's newest runtime (1.12.0 for 3.5, not 1.10.2), and
+        its bundle did not move with it. Patch numbers may differ: 1.10.2 has no bundle of its own.
+        """
+        runtime = self.runtime_iceberg_version
+        if runtime is None:  # a runtime jar named otherwise: its release is not known here
+            return
+        for package in self.extra_packages:
+            group, _, rest = package.partition(":")
+            artifact, _, version = rest.partition(":")
+            if group != "org.apache.iceberg" or not artifact.endswith("-bundle") or not version:
+                continue
+            ours = ".".join(map(str, release(version)[:2]))
+            _check(
+                release(version)[:2] == release(runtime)[:2],
+                "extra_packages",
+                f"{package} is of Iceberg {ours}, and the runtime is Iceberg {runtime}; give the bundle "
+                f"of the runtime's release (org.apache.iceberg:{artifact}:"
+                f"{'.'.join(map(str, release(runtime)[:2]))}.x)",
+            )
 
     def _validate_locations(self) -> None:
         kind = self.kind
@@ -436,6 +470,7 @@ def config_from_fields(
         values["catalog_name"] = SESSION_CATALOG_NAME
     if "scala_version" not in values and release(values.get("spark_version", ""))[:1] >= (4,):
         values["scala_version"] = SPARK4_SCALA_VERSION  # unset, it follows Spark: 2.13 for Spark 4
+    _check_spark_line(values.get("spark_version", DEFAULT_SPARK_VERSION))
     if "iceberg_version" not in values:  # unset, it follows Spark: the newest runtime of its line
         values["iceberg_version"] = _default_iceberg_version(values)
     uri = _uri(extra.get("uri") or host, port or None)
@@ -447,6 +482,17 @@ def config_from_fields(
     return CatalogConfig(
         uri=uri, login=login or None, password=password or None, uri_secrets=uri_secrets, **values
     ).validate()
+
+
+def _check_spark_line(spark_version: Any) -> None:
+    """Refuse ``4``: the runtime's artifact names a Spark line, major.minor (``4.0``)."""
+    if isinstance(spark_version, str) and _VERSION_RE.match(spark_version):
+        _check(
+            len(release(spark_version)) >= 2,
+            "spark_version",
+            f"{spark_version!r} names no Spark line: give its major.minor, such as "
+            f"{spark_version}.0 (the runtime is built per line: iceberg-spark-runtime-<line>_<scala>)",
+        )
 
 
 def _default_iceberg_version(values: Mapping[str, Any]) -> str:

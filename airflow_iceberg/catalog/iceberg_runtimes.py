@@ -101,6 +101,21 @@ def jar_iceberg_version(runtime_jar: str) -> str | None:
     return found.group("version") if found else None
 
 
+def pinned_runtime_note(spark_version: str, iceberg_version: str) -> str | None:
+    """What the Test button adds when ``iceberg_version`` holds another release than the line's default.
+
+    A connection saved with the form while Iceberg version was required stores that field's old
+    default (1.10.2), which still wins: nothing else on the form says that clearing it upgrades.
+    """
+    default = default_iceberg_version(spark_version)
+    if default is None or iceberg_version == default:
+        return None
+    return (
+        f"runtime: Iceberg {iceberg_version}, as Iceberg version says (leave it empty for "
+        f"Spark {spark_line(spark_version)}'s newest, {default})"
+    )
+
+
 def defaults_text() -> str:
     """The default of each tested line, for help texts: ``3.5: 1.12.0, 4.0: 1.11.0, 4.1: 1.12.0``."""
     return ", ".join(f"{line}: {DEFAULT_ICEBERG_VERSIONS[line]}" for line in TESTED_SPARK_LINES)

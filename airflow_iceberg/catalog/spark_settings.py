@@ -27,6 +27,8 @@ from airflow_iceberg.catalog.secret_detection import (
 from airflow_iceberg.exceptions import CatalogSettingsConflictError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: What every ``iceberg-spark-runtime`` coordinate starts with, whatever its Spark line.
+RUNTIME_PREFIX = "org.apache.iceberg:iceberg-spark-runtime-"
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SESSION_CATALOG_CLASS = "org.apache.iceberg.spark.SparkSessionCatalog"
 EXTENSIONS_KEY = "spark.sql.extensions"
@@ -77,8 +79,7 @@ class SparkSettings:
 def runtime_coordinate(config: CatalogConfig) -> str:
     """The Maven coordinate of the iceberg-spark-runtime matching the Spark and Scala versions."""
     spark_minor = ".".join(config.spark_version.split(".")[:2])
-    artifact = f"iceberg-spark-runtime-{spark_minor}_{config.scala_version}"
-    return f"org.apache.iceberg:{artifact}:{config.iceberg_version}"
+    return f"{RUNTIME_PREFIX}{spark_minor}_{config.scala_version}:{config.iceberg_version}"
 
 
 def catalog_properties(config: CatalogConfig) -> dict[str, str]:
@@ -188,6 +189,28 @@ def spark_settings(config: CatalogConfig) -> SparkSettings:
         jars=_unique(jars + config.extra_jars),
         packages=_unique(packages + config.extra_packages),
         catalog_names=(name,),
+    )
+
+
+def runtime_conflict(configs: Iterable[CatalogConfig]) -> str | None:
+    """Why these catalogs cannot share one spark-submit: they name different runtime coordinates.
+
+    A connection saved by the old form keeps ``1.10.2`` while one made since follows its Spark
+    line (``1.12.0``). With both on ``--packages`` Ivy keeps one, and a catalog silently runs the
+    other's Iceberg. Over Spark Connect neither is loaded (the server's runtime runs), so the
+    caller asks only for spark-submit.
+    """
+    catalogs: dict[str, list[str]] = {}
+    for config in configs:
+        if not config.runtime_jar:  # a jar's contents are not known from its path
+            catalogs.setdefault(runtime_coordinate(config), []).append(repr(config.catalog_name))
+    if len(catalogs) < 2:
+        return None
+    listed = "; ".join(f"{', '.join(names)}: {coordinate}" for coordinate, names in catalogs.items())
+    return (
+        f"the catalogs load different Iceberg runtimes ({listed}); one spark-submit loads one runtime "
+        "(Ivy would keep one, and a catalog would run the other's Iceberg): give the connections the "
+        "same Iceberg version and Spark version"
     )
 
 

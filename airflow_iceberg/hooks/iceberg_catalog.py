@@ -16,6 +16,7 @@ from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_iceberg.catalog.config import CONN_TYPE, CatalogConfig, config_from_connection
 from airflow_iceberg.catalog.connection_check import check_catalog
+from airflow_iceberg.catalog.iceberg_runtimes import pinned_runtime_note
 from airflow_iceberg.catalog.spark_settings import SparkSettings, spark_settings
 
 
@@ -58,7 +59,11 @@ class IcebergCatalogHook(BaseHook):
             config = self.catalog_config
         except Exception as error:
             return False, f"Invalid configuration: {error}"
-        return check_catalog(config)
+        ok, message = check_catalog(config)
+        pinned = (  # a runtime jar's own release is what loads, whatever Iceberg version says
+            None if config.runtime_jar else pinned_runtime_note(config.spark_version, config.iceberg_version)
+        )
+        return ok, f"{message}; {pinned}" if pinned else message
 
 
 #: ``<conn type>://jdbc:<driver>://`` as ``Connection.get_uri()`` writes a ``jdbc:<driver>://…`` Host.

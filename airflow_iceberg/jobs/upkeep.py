@@ -176,6 +176,11 @@ def rewrite_data_files(spark: SparkSession, spec: RewriteDataFilesSpec) -> dict[
     feature = f"rewrite_data_files of branch {spec.branch!r}"
     require_runtime(spark, spec.table, FIRST_ICEBERG_WITH_BRANCH_COMPACTION, feature)
     if ref_snapshot_id(spark, spec.table, spec.branch, "BRANCH") is None:
+        if ref_snapshot_id(spark, spec.table, spec.branch, "TAG") is not None:
+            raise TableStateError(
+                f"{spec.table}'s {spec.branch!r} is a tag, not a branch: a tag's snapshot is never "
+                "rewritten, give the branch to compact; nothing was changed"
+            )
         raise TableStateError(
             f"{spec.table} has no branch {spec.branch!r} to compact (published and dropped already, or "
             "not made yet); nothing was changed"

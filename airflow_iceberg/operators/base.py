@@ -29,8 +29,14 @@ from airflow_iceberg.catalog.spark_settings import (
     combined_settings,
     merge_csv,
     redaction_regex,
+    runtime_conflict,
 )
-from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
+from airflow_iceberg.exceptions import (
+    CatalogSettingsConflictError,
+    IcebergJobError,
+    InvalidCatalogConfigError,
+    InvalidSpecError,
+)
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
 from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
@@ -149,6 +155,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             if refused:
                 raise InvalidSpecError(f"{spec.table}: {refused}")
             refuse_per_session_secrets(catalogs, settings, self.conf)
+        elif conflict := runtime_conflict(configs.values()):  # spark-submit loads the runtimes
+            raise CatalogSettingsConflictError(f"{spec.table}: {conflict}")
         elif settings.secret_conf and self._driver_runs_on_the_cluster():
             raise InvalidCatalogConfigError(
                 f"{spec.table}: the catalog's secrets reach the driver through this worker's private "

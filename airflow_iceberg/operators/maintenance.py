@@ -215,8 +215,23 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
             where=self.where or None,
             options=as_dict(self.options, "options"),
             wait_for_branches=self.branch_patterns(),
-            branch=self.branch or None,
+            branch=self._branch_to_compact(),
         )
+
+    def _branch_to_compact(self) -> str | None:
+        """``branch``, or None for ``main``; a ``branch`` that is empty is refused, not read as ``main``.
+
+        ``branch="{{ ... }}"`` that renders nothing is a missing branch name: compacting ``main``
+        instead would commit the very ``replace`` that fails the branch's pending publish.
+        """
+        if self.branch is None:
+            return None
+        if not str(self.branch).strip():
+            raise InvalidSpecError(
+                f"branch is empty ({self.branch!r}: a template that rendered nothing?); give the branch "
+                "to compact, or leave branch unset to compact main"
+            )
+        return self.branch
 
     def execute(self, context: Context) -> dict[str, Any]:
         if self.branch and not is_spark_connect(self._conn_id):  # the connection picks the runtime

@@ -531,6 +531,12 @@ def test_a_branch_compaction_that_cannot_run_is_refused_and_changes_nothing(spar
     state = lake.state(table)
     with pytest.raises(TableStateError, match=r"has no branch 'audit_gone' to compact"):
         rewrite_data_files(spark, RewriteDataFilesSpec(table, branch="audit_gone").validated())
+    # a tag of that name is no branch to compact: the error says which it is
+    tag_snapshot(spark, TagSpec(table, tag="audit_tagged", snapshot_id=head).validated())
+    state = lake.state(table)
+    tagged = r"'audit_tagged' is a tag, not a branch: .*nothing was changed"
+    with pytest.raises(TableStateError, match=tagged):
+        rewrite_data_files(spark, RewriteDataFilesSpec(table, branch="audit_tagged").validated())
     with pytest.raises(InvalidSpecError, match=r"give branch or wait_for_branches"):
         RewriteDataFilesSpec(table, branch=AUDIT, wait_for_branches=("audit_*",)).validated()
     with pytest.raises(InvalidSpecError, match=r"branch 'main' is the table itself"):

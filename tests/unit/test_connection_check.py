@@ -322,6 +322,22 @@ def test_hook_runs_the_check_of_its_connection(iceberg_connection, tmp_path):
     )
 
 
+def test_the_test_button_says_a_saved_iceberg_version_pins_an_older_runtime(iceberg_connection, tmp_path):
+    """A connection saved by the old form stores ``1.10.2``, which still wins over the line's default:
+    the button says so, else nothing on the form tells the user that clearing the field upgrades."""
+    extra = {"catalog_name": "demo", "warehouse": tmp_path.as_uri(), "iceberg_version": "1.10.2"}
+    ok, message = IcebergCatalogHook(iceberg_conn_id=iceberg_connection(extra=extra)).test_connection()
+    assert (ok, message) == (
+        True,
+        f"hadoop catalog 'demo': write access to warehouse directory {tmp_path} succeeded: "
+        "exists and is writable; runtime: Iceberg 1.10.2, as Iceberg version says (leave it empty for "
+        "Spark 3.5's newest, 1.12.0)",
+    )
+    extra["iceberg_version"] = "1.12.0"  # the line's default, given explicitly: nothing to say
+    ok, message = IcebergCatalogHook(iceberg_conn_id=iceberg_connection(extra=extra)).test_connection()
+    assert ok and message.endswith("exists and is writable"), message
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -12,6 +12,7 @@ from airflow_iceberg.catalog.spark_settings import (
     REDACTION_REGEX,
     combined_settings,
     redaction_regex,
+    runtime_conflict,
     runtime_coordinate,
     spark_settings,
 )
@@ -385,3 +386,31 @@ def test_whatever_the_password_fills_is_secret_whatever_its_name(catalog_type, e
     if login and extra.get("login_property") != secret_key:
         # a login alone is an identity, not a secret: it may stay on the command line
         assert settings.conf[f"spark.sql.catalog.c.{extra['login_property']}"] == login
+
+
+
+def test_two_connections_loading_different_iceberg_runtimes_conflict():
+    """A connection saved by the old form keeps ``1.10.2``; one made since follows its line (1.12.0).
+
+    One spark-submit loads one runtime: with both coordinates on ``--packages`` Ivy would evict
+    one, so a catalog would silently run the other's Iceberg.
+    """
+    old = config_from_fields(
+        {"catalog_name": "old", "catalog_type": "hadoop", "warehouse": "/a", "iceberg_version": "1.10.2"}
+    )
+    new = config_from_fields({"catalog_name": "new", "catalog_type": "hadoop", "warehouse": "/b"})
+    assert runtime_conflict([old, new]) == (
+        "the catalogs load different Iceberg runtimes ('old': "
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2; 'new': "
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0); one spark-submit loads one runtime "
+        "(Ivy would keep one, and a catalog would run the other's Iceberg): give the connections the "
+        "same Iceberg version and Spark version"
+    )
+    same = config_from_fields(
+        {"catalog_name": "same", "catalog_type": "hadoop", "warehouse": "/c", "iceberg_version": "1.12.0"}
+    )
+    assert runtime_conflict([new, same]) is None
+    jar = config_from_fields(
+        {"catalog_name": "jar", "catalog_type": "hadoop", "warehouse": "/d", "runtime_jar": "/r.jar"}
+    )
+    assert runtime_conflict([old, jar]) is None  # a jar's contents are not known from its path

@@ -316,6 +316,9 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
             ),
             "give branch or wait_for_branches",
         ),
+        # a branch template that rendered nothing must not compact main, breaking the pending publish
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", branch=""), "branch is empty"),
+        (IcebergRewriteDataFilesOperator(task_id="t", table="db.t", branch="  "), "branch is empty"),
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
         (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
         (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
@@ -472,3 +475,42 @@ def test_templated_lists_and_dicts_are_stored_unchanged_and_normalised_after_ren
     assert [clause.sql() for clause in spec.clauses] == ["WHEN MATCHED THEN DELETE"]
     rewrite_spec = rewrite.build_spec().validated()
     assert (rewrite_spec.options, rewrite_spec.where) == ({"min-input-files": "2"}, "day = DATE'2024-01-01'")
+
+
+def test_connections_loading_different_runtimes_are_refused_for_spark_submit_not_over_connect(
+    iceberg_connection, spark_connection, monkeypatch
+):
+    """The old form's stored 1.10.2 beside a connection following 3.5's 1.12.0: spark-submit would get
+    both coordinates and Ivy keep one; over Spark Connect neither is loaded, the server's runs."""
+    from airflow_iceberg.exceptions import CatalogSettingsConflictError
+    from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+
+    old = {"catalog_name": "old", "catalog_type": "hadoop", "warehouse": "file:///a"}
+    old["iceberg_version"] = "1.10.2"
+    new = {"catalog_name": "new", "catalog_type": "hadoop", "warehouse": "file:///b"}
+    op = IcebergRewriteDataFilesOperator(
+        task_id="t",
+        table="db.t",
+        iceberg_conn_id=iceberg_connection("old", extra=old),
+        extra_iceberg_conn_ids=[iceberg_connection("new", extra=new)],
+    )
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(CatalogSettingsConflictError, match=r"old.db.t: the catalogs load different Iceberg"),
+    ):
+        op.execute({"ti": _TaskInstance()})
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark_connect", "host": "h"}))
+
+    class ReachedTheServer(BaseException):
+        """Raised where the task would open its Connect session: past every refusal."""
+
+    def run_over_connect(self, *args):
+        raise ReachedTheServer
+
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_over_connect", run_over_connect)
+    op = IcebergRewriteDataFilesOperator(
+        task_id="t", table="db.t", iceberg_conn_id="old", extra_iceberg_conn_ids=["new"]
+    )
+    with pytest.raises(ReachedTheServer):
+        op.execute({"ti": _TaskInstance()})
