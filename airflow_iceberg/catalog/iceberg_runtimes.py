@@ -9,8 +9,11 @@ artifact that does not exist, and spark-submit would fail only once it resolves 
 Sources, per Spark line: the first and last Iceberg release with a runtime for it, from Iceberg's
 support table (``site/docs/multi-engine-support.md``, "Initial / Latest Iceberg Support") and each
 release's ``dev/stage-binaries.sh`` (the Spark lines it publishes). 1.12.0 is newer than the Iceberg
-source this was read from, so its lines come from Maven Central, which serves
-``iceberg-spark-runtime-3.5_2.12`` and ``-4.1_2.13`` at 1.12.0, and no ``-4.0_2.13``. Before 0.13
+source this was read from, so its lines come from Maven Central: the mirror this was built against
+serves ``iceberg-spark-runtime-3.5_2.12`` and ``-4.1_2.13`` at 1.12.0 but no ``-4.0_2.13``. That
+mirror also lacks runtimes Iceberg did publish (``3.5_2.13:1.10.2``, ``3.4_2.13:1.11.0``), and
+Iceberg's source before 1.12 still builds Spark 4.0, so 4.0 is not refused with 1.12.0 (only
+what is known never to exist is); its default stays 1.11.0, the newest 4.0 runtime served. Before 0.13
 Spark 3.0 and 3.1 shared the differently named ``iceberg-spark3-runtime``, so their span starts there.
 Releases after :data:`NEWEST_KNOWN_RELEASE` are not checked: their lines are not known yet.
 """
@@ -30,7 +33,7 @@ RUNTIME_RELEASES: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
     "3.3": ((0, 14), (1, 8)),
     "3.4": ((1, 3), (1, 11)),
     "3.5": ((1, 4), None),
-    "4.0": ((1, 10), (1, 11)),
+    "4.0": ((1, 10), None),  # not known to end: see above
     "4.1": ((1, 11), None),
 }
 #: The runtime a connection without ``iceberg_version`` gets: the newest release built for its line.

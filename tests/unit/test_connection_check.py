@@ -303,13 +303,13 @@ def test_hook_reports_an_invalid_connection_without_contacting_anything(iceberg_
 
 
 def test_the_test_button_refuses_a_spark_and_iceberg_pairing_iceberg_never_built(iceberg_connection):
-    extra = {"catalog_type": "hadoop", "warehouse": "/w", "spark_version": "4.0", "iceberg_version": "1.12.0"}
+    extra = {"catalog_type": "hadoop", "warehouse": "/w", "spark_version": "4.0", "iceberg_version": "1.9.2"}
     hook = IcebergCatalogHook(iceberg_conn_id=iceberg_connection("pair", extra=extra))
     ok, message = hook.test_connection()
     assert not ok
     assert message.startswith(
         "Invalid configuration: Iceberg catalog connection field 'Iceberg version' (iceberg_version): "
-        "Iceberg 1.12.0 has no runtime for Spark 4.0 (Spark version)"
+        "Iceberg 1.9.2 has no runtime for Spark 4.0 (Spark version)"
     )
 
 
