@@ -28,6 +28,25 @@ def _compact(spark, table, options):
     return rewrite_data_files(spark, RewriteDataFilesSpec(table, options=options).validated())
 
 
+def two_files_with_a_row_deleted_from_each(spark, table: str) -> None:
+    """Six rows in two files of a merge-on-read table, then one row of each deleted: position deletes."""
+    write_table(
+        spark,
+        write_spec(
+            table,
+            "create",
+            values_query([(i, "d") for i in range(6)], "id, day"),
+            table_properties={
+                "format-version": "2",
+                "write.delete.mode": "merge-on-read",
+                "write.distribution-mode": "none",
+            },
+        ),
+    )
+    for condition in ("id = 1", "id = 4"):  # a row of each data file: position deletes, not file drops
+        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+
+
 def test_small_files_are_judged_needing_compaction_exactly_when_the_procedure_compacts(spark, lake, table):
     write_table(spark, write_spec(table, "create", values_query([(0, "d0")], "id, day")))
     for batch in range(1, 5):
@@ -53,21 +72,7 @@ def test_small_files_are_judged_needing_compaction_exactly_when_the_procedure_co
 
 
 def test_file_scoped_deletes_past_the_ratio_need_compaction_and_few_delete_files_do_not(spark, lake, table):
-    write_table(
-        spark,
-        write_spec(
-            table,
-            "create",
-            values_query([(i, "d") for i in range(6)], "id, day"),
-            table_properties={
-                "format-version": "2",
-                "write.delete.mode": "merge-on-read",
-                "write.distribution-mode": "none",
-            },
-        ),
-    )
-    for condition in ("id = 1", "id = 4"):  # a row of each data file: position deletes, not file drops
-        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    two_files_with_a_row_deleted_from_each(spark, table)
     data_files = len(lake.data_files(table))
     assert data_files == 2, "the create must have written two files of three rows"
 
@@ -168,21 +173,7 @@ def test_max_file_group_size_splits_a_partition_into_groups_judged_one_by_one(sp
 
 
 def test_deletes_of_compacted_files_are_judged_as_the_delete_rewrite_plans_them(spark, lake, table):
-    write_table(
-        spark,
-        write_spec(
-            table,
-            "create",
-            values_query([(i, "d") for i in range(6)], "id, day"),
-            table_properties={
-                "format-version": "2",
-                "write.delete.mode": "merge-on-read",
-                "write.distribution-mode": "none",
-            },
-        ),
-    )
-    for condition in ("id = 1", "id = 4"):
-        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    two_files_with_a_row_deleted_from_each(spark, table)
     assert _compact(spark, table, {})["rewritten_data_files_count"] == 2  # the deletes now dangle
     two = {"min-input-files": "2"}
     verdict = assess(lake.load(table), delete_options=two, steps=[DELETES])["steps"][DELETES]
@@ -249,21 +240,7 @@ def test_deletion_vectors_past_the_ratio_need_compaction_as_the_procedure_judges
 
 
 def test_the_delete_rewrite_selects_delete_files_by_partition_only_as_iceberg_does(spark, lake, table):
-    write_table(
-        spark,
-        write_spec(
-            table,
-            "create",
-            values_query([(i, "d") for i in range(6)], "id, day"),
-            table_properties={
-                "format-version": "2",
-                "write.delete.mode": "merge-on-read",
-                "write.distribution-mode": "none",
-            },
-        ),
-    )
-    for condition in ("id = 1", "id = 4"):
-        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    two_files_with_a_row_deleted_from_each(spark, table)
     # No data file holds an id over 100 (their bounds say so), but the position-delete planner
     # filters delete files by the where's projection on the partition (here: all of them).
     where, two = "id > 100", {"min-input-files": "2"}
