@@ -16,7 +16,7 @@ from airflow.providers.common.compat.sdk import BaseOperator, SkipMixin
 from airflow_iceberg.catalog.table_health import STEPS, assess
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.hooks.iceberg_catalog import IcebergCatalogHook
-from airflow_iceberg.operators.rendered import as_dict, as_int
+from airflow_iceberg.operators.rendered import as_branch, as_dict, as_int
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -107,7 +107,7 @@ class IcebergTableHealthOperator(BaseOperator, SkipMixin):
         table = load_table(config, self.table)
         report = assess(
             table,
-            branch=self.branch or None,
+            branch=as_branch(self.branch),
             where=self.where or None,
             options=as_dict(self.options, "options"),
             delete_options=as_dict(self.delete_options, "delete_options"),

@@ -35,7 +35,7 @@ from airflow_iceberg.jobs.spec.upkeep import (
 )
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.connect import is_spark_connect
-from airflow_iceberg.operators.rendered import as_dict, as_int, as_list
+from airflow_iceberg.operators.rendered import as_branch, as_dict, as_int, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
 if TYPE_CHECKING:
@@ -219,19 +219,9 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         )
 
     def _branch_to_compact(self) -> str | None:
-        """``branch``, or None for ``main``; a ``branch`` that is empty is refused, not read as ``main``.
-
-        ``branch="{{ ... }}"`` that renders nothing is a missing branch name: compacting ``main``
-        instead would commit the very ``replace`` that fails the branch's pending publish.
-        """
-        if self.branch is None:
-            return None
-        if not str(self.branch).strip():
-            raise InvalidSpecError(
-                f"branch is empty ({self.branch!r}: a template that rendered nothing?); give the branch "
-                "to compact, or leave branch unset to compact main"
-            )
-        return self.branch
+        """``branch``, or None for ``main``: a blank one is refused (compacting ``main`` instead would
+        commit the very ``replace`` that fails the branch's pending publish)."""
+        return as_branch(self.branch)
 
     def execute(self, context: Context) -> dict[str, Any]:
         if self.branch and not is_spark_connect(self._conn_id):  # the connection picks the runtime

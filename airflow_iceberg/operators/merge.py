@@ -15,7 +15,7 @@ from typing import Any
 from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeClause, MergeSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-from airflow_iceberg.operators.rendered import as_list
+from airflow_iceberg.operators.rendered import as_branch, as_list
 from airflow_iceberg.operators.write import qualify_with_source, source_of
 
 
@@ -98,7 +98,7 @@ class IcebergMergeOperator(IcebergSparkSubmitOperator):
             keys=tuple(as_list(self.keys, "keys")),
             on=self.on or None,
             clauses=tuple(MergeClause.from_mapping(c) for c in as_list(self.clauses, "clauses")),
-            branch=self.branch or None,
+            branch=as_branch(self.branch),
             reset_branch=self.reset_branch,
         )
 
@@ -140,7 +140,7 @@ class IcebergDeleteOperator(IcebergSparkSubmitOperator):
         return DeleteSpec(
             table=self.table,
             condition=self.condition,
-            branch=self.branch or None,
+            branch=as_branch(self.branch),
             reset_branch=self.reset_branch,
         )
 

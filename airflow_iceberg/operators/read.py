@@ -13,7 +13,7 @@ from typing import Any
 from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-from airflow_iceberg.operators.rendered import as_dict, as_list
+from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
 
@@ -162,7 +162,7 @@ class IcebergTimeTravelReadOperator(IcebergReadOperator):
         return {
             "snapshot_id": to_snapshot_id(self.snapshot_id),
             "as_of_timestamp": to_epoch_millis(self.as_of_timestamp),
-            "branch": self.branch or None,
+            "branch": as_branch(self.branch),
             "tag": self.tag or None,
         }
 

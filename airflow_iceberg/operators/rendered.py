@@ -17,6 +17,23 @@ from typing import Any
 from airflow_iceberg.exceptions import InvalidSpecError
 
 
+def as_branch(value: Any, what: str = "branch") -> str | None:
+    """A branch name, or None for ``main``; a blank one is refused, not read as ``main``.
+
+    ``branch="{{ ... }}"`` that renders nothing is a missing branch name, not a request for
+    ``main``: a write-audit-publish write would otherwise land on ``main`` unaudited, and its audit
+    read ``main``.
+    """
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise InvalidSpecError(
+            f"{what} is empty ({value!r}: a template that rendered nothing?); give the branch, "
+            f"or leave {what} unset for main"
+        )
+    return value
+
+
 def as_list(value: Any, what: str) -> list[Any]:
     """A list from a list, a tuple, a rendered list literal, or one plain string or mapping (one item)."""
     if value is None:

@@ -17,7 +17,7 @@ from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.spec.writes import CREATE_MODES, WriteSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
-from airflow_iceberg.operators.rendered import as_dict, as_list
+from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
 
 _WRITE_TEMPLATE_FIELDS = (
     "source_query",
@@ -114,7 +114,7 @@ class IcebergWriteOperator(IcebergSparkSubmitOperator):
             source=source_of(self),
             write_options=as_dict(self.write_options, "write_options"),
             merge_schema=self.merge_schema,
-            branch=self.branch or None,
+            branch=as_branch(self.branch),
             reset_branch=self.reset_branch,
         )
 

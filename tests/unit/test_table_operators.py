@@ -25,6 +25,7 @@ from airflow_iceberg.operators import (
     IcebergRewritePositionDeleteFilesOperator,
     IcebergRollbackOperator,
     IcebergTagOperator,
+    IcebergTimeTravelReadOperator,
 )
 
 
@@ -322,6 +323,17 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
         (IcebergExpireSnapshotsOperator(task_id="t", table="db.t", retain_last="five"), "integer"),
         (IcebergRemoveOrphanFilesOperator(task_id="t", table="db.t", older_than="2999-01-01"), "24 hours"),
         (IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch="main"), "main"),
+        # a branch template that rendered nothing must not write to main unaudited, nor audit main
+        (
+            IcebergAppendOperator(task_id="t", table="db.t", source_query="SELECT 1", branch=""),
+            "branch is empty",
+        ),
+        (
+            IcebergMergeOperator(task_id="t", table="db.t", source_table="db.s", keys=["id"], branch=" "),
+            "branch is empty",
+        ),
+        (IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1", branch=""), "branch is empty"),
+        (IcebergTimeTravelReadOperator(task_id="t", table="db.t", branch=""), "branch is empty"),
     ],
 )
 def test_bad_input_fails_before_spark_submit(catalog, op, message):
