@@ -243,7 +243,8 @@ def test_interrupted_pytest_leaves_no_server_behind(tmp_path: Path, sig: signal.
     )
     try:
         deadline = time.monotonic() + 60
-        while not marker.exists():
+        # (the inner run writes the marker, so it can exist before its text is in it)
+        while not marker.exists() or len(marker.read_text().split()) < 2:
             assert run.poll() is None and time.monotonic() < deadline, "inner pytest never started postgres"
             time.sleep(0.05)
         pid, data_dir = marker.read_text().split()
