@@ -28,8 +28,9 @@ def _compact(spark, table, options):
     return rewrite_data_files(spark, RewriteDataFilesSpec(table, options=options).validated())
 
 
-def two_files_with_a_row_deleted_from_each(spark, table: str) -> None:
-    """Six rows in two files of a merge-on-read table, then one row of each deleted: position deletes."""
+def two_files_with_a_row_deleted_from_each(spark, table: str, format_version: str = "2") -> None:
+    """Six rows in two files of a merge-on-read table, then one row of each deleted: position deletes
+    (on format v3, one deletion vector per file)."""
     write_table(
         spark,
         write_spec(
@@ -37,7 +38,7 @@ def two_files_with_a_row_deleted_from_each(spark, table: str) -> None:
             "create",
             values_query([(i, "d") for i in range(6)], "id, day"),
             table_properties={
-                "format-version": "2",
+                "format-version": format_version,
                 "write.delete.mode": "merge-on-read",
                 "write.distribution-mode": "none",
             },
@@ -213,21 +214,7 @@ def test_a_branch_s_own_max_snapshot_age_expires_its_snapshots_younger_than_olde
 
 
 def test_deletion_vectors_past_the_ratio_need_compaction_as_the_procedure_judges_them(spark, lake, table):
-    write_table(
-        spark,
-        write_spec(
-            table,
-            "create",
-            values_query([(i, "d") for i in range(6)], "id, day"),
-            table_properties={
-                "format-version": "3",
-                "write.delete.mode": "merge-on-read",
-                "write.distribution-mode": "none",
-            },
-        ),
-    )
-    for condition in ("id = 1", "id = 4"):  # a row of each data file: one deletion vector each
-        delete_from(spark, DeleteSpec(table, condition=condition).validated())
+    two_files_with_a_row_deleted_from_each(spark, table, format_version="3")
     assert len(lake.data_files(table)) == 2
     report = assess(lake.load(table), steps=[COMPACT])
     # On v3 the delete rewrite only turns v2 delete files into vectors: with vectors only, nothing.
