@@ -176,6 +176,24 @@ def session_lost(error: BaseException) -> str | None:
     )
 
 
+def session_lost_under(spark: SparkSession, error: BaseException) -> str | None:
+    """The session-lost sentence when a Connect operation was cancelled because its session went away.
+
+    A server that releases (or loses) a session cancels the operations running in it, and the
+    client then sees ``OPERATION_CANCELED``, not a session error; only the next call on the
+    session says ``SESSION_CLOSED``. So a cancellation is followed by one cheap call, which tells
+    a lost session from an interrupt of a session that is still there (the task's own kill).
+    """
+    cancelled = _error_condition(error) == "OPERATION_CANCELED" or "[OPERATION_CANCELED]" in str(error)
+    if not cancelled or not connect.is_connect(spark):
+        return None
+    try:
+        spark.conf.get("spark.sql.session.timeZone")
+    except Exception as probe_error:
+        return session_lost(probe_error)
+    return None
+
+
 def _error_condition(error: BaseException) -> str | None:
     for name in ("getCondition", "getErrorClass"):  # Spark 4, Spark 3.5
         method = getattr(error, name, None)
@@ -244,7 +262,8 @@ def run_job(spark: SparkSession, request: JobRequest) -> int:
     except (InvalidSpecError, TableStateError) as error:
         return report_failure(request, describe_error(error))
     except Exception as error:  # Spark's AnalysisException, Iceberg's ValidationException ...
-        _write_result(request.result_file, {"status": "failed", "error": describe_error(error)})
+        message = session_lost_under(spark, error) or describe_error(error)
+        _write_result(request.result_file, {"status": "failed", "error": message})
         raise
     print("airflow-iceberg result: " + dump_result(loggable(result)), flush=True)
     _write_result(request.result_file, result)

@@ -541,6 +541,47 @@ def test_a_lost_session_says_what_happened_and_what_to_do_without_its_id():
         assert "Retrying is safe" in text and handle not in text
 
 
+def test_an_operation_cancelled_because_its_session_was_released_says_the_session_is_gone():
+    """Releasing a session cancels its running write: the client sees OPERATION_CANCELED, and
+    only the next call says SESSION_CLOSED. A cancel in a session that is still there stays as is."""
+    from pyspark.errors.exceptions.connect import UnknownException
+
+    from airflow_iceberg.jobs.iceberg_job import session_lost_under
+
+    cancelled = UnknownException(
+        "(org.apache.spark.SparkSQLException) [OPERATION_CANCELED] Operation has been canceled.",
+        errorClass="OPERATION_CANCELED",
+    )
+    handle = str(uuid.uuid4())
+
+    class Conf:
+        def __init__(self, closed: bool) -> None:
+            self.closed = closed
+
+        def get(self, key: str) -> str:
+            if self.closed:
+                raise UnknownException(
+                    f"[INVALID_HANDLE.SESSION_CLOSED] The handle {handle} is invalid. Session was closed.",
+                    errorClass="INVALID_HANDLE.SESSION_CLOSED",
+                )
+            return "UTC"
+
+    def session(closed: bool) -> object:
+        remote = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+        remote.conf = Conf(closed)
+        return remote
+
+    text = session_lost_under(session(closed=True), cancelled)
+    assert text is not None and text.startswith(
+        "the Spark Connect server no longer has this task's session (INVALID_HANDLE.SESSION_CLOSED)"
+    )
+    assert handle not in text
+    assert session_lost_under(session(closed=False), cancelled) is None
+    assert session_lost_under(session(closed=True), ValueError("another failure")) is None
+    classic = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()
+    assert session_lost_under(classic, cancelled) is None
+
+
 # ------------------------------------------------------------- from a hostile review of the ledger
 
 SENTINEL = "SENTINEL-5e7a"
