@@ -18,6 +18,7 @@ from airflow_iceberg.catalog.iceberg_runtimes import (
     NEWEST_KNOWN_RELEASE,
     default_iceberg_version,
     jar_iceberg_version,
+    jar_line_problem,
     pairing_problem,
     release,
 )
@@ -212,6 +213,8 @@ class CatalogConfig:
         """Refuse Spark/Scala/Iceberg combinations for which no iceberg-spark-runtime exists."""
         self._validate_bundle_releases()
         if self.runtime_jar:  # a runtime jar replaces the coordinate
+            problem = jar_line_problem(self.spark_version, self.runtime_jar)
+            _check(problem is None, "runtime_jar", str(problem))
             return
         if release(self.spark_version)[:1] >= (4,):
             _check(

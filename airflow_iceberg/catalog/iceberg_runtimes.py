@@ -50,7 +50,9 @@ DEFAULT_ICEBERG_VERSIONS = {
 #: The lines this provider is tested on, for the connection form's help text.
 TESTED_SPARK_LINES = ("3.5", "4.0", "4.1")
 #: The standard file name of a runtime jar, which says the release it holds.
-_RUNTIME_JAR_RE = re.compile(r"iceberg-spark-runtime-[0-9.]+_[0-9.]+-(?P<version>[0-9][^/]*?)\.jar\Z")
+_RUNTIME_JAR_RE = re.compile(
+    r"iceberg-spark-runtime-(?P<line>[0-9]+\.[0-9]+)_[0-9.]+-(?P<version>[0-9][^/]*?)\.jar\Z"
+)
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -75,10 +77,10 @@ def pairing_problem(spark_version: str, iceberg_version: str) -> str | None:
     The message names both fields as the connection form labels them.
     """
     line, iceberg = spark_line(spark_version), release(iceberg_version)[:2]
-    if iceberg > NEWEST_KNOWN_RELEASE:
-        return None  # a release newer than this table: which lines it builds is not known here
     newest = ".".join(map(str, NEWEST_KNOWN_RELEASE))
     span = RUNTIME_RELEASES.get(line)
+    if iceberg > NEWEST_KNOWN_RELEASE and (span is None or span[1] is None):
+        return None  # a release newer than this table: which lines it adds is not known here
     if span is None:
         known = ", ".join(RUNTIME_RELEASES)
         return (
@@ -102,6 +104,29 @@ def jar_iceberg_version(runtime_jar: str) -> str | None:
     """The release a runtime jar holds, from its standard name (``…-3.5_2.12-1.12.0.jar``), else None."""
     found = _RUNTIME_JAR_RE.search(runtime_jar.rsplit("/", 1)[-1])
     return found.group("version") if found else None
+
+
+def jar_spark_line(runtime_jar: str) -> str | None:
+    """The Spark line a runtime jar is built for, from its standard name (``…-3.5_2.12-…``: 3.5), or None."""
+    found = _RUNTIME_JAR_RE.search(runtime_jar.rsplit("/", 1)[-1])
+    return found.group("line") if found else None
+
+
+def jar_line_problem(spark_version: str, runtime_jar: str) -> str | None:
+    """Why a runtime jar named for another Spark line cannot run on this one, or None.
+
+    Each line's runtime is compiled against that line's internal APIs: a 3.5 jar on Spark 4.0
+    fails only once the first Iceberg class loads, inside the Spark application.
+    """
+    built_for, line = jar_spark_line(runtime_jar), spark_line(spark_version)
+    if built_for is None or built_for == line:
+        return None
+    name = runtime_jar.rsplit("/", 1)[-1]
+    return (
+        f"{name} is built for Spark {built_for}, and Spark version is {line}: give the jar built for "
+        f"Spark {line} (iceberg-spark-runtime-{line}_<scala>-<release>.jar), or set Spark version to "
+        f"{built_for} if that is the cluster's line"
+    )
 
 
 def pinned_runtime_note(spark_version: str, iceberg_version: str) -> str | None:
