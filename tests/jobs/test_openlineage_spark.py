@@ -36,6 +36,7 @@ pytestmark = pytest.mark.skipif(
     reason="openlineage-spark's jar is missing: run `make setup` (it fetches OPENLINEAGE_SPARK_JAR)",
 )
 
+
 def run(spec: ActionSpec, tmp_path: Path) -> dict:
     """Run one job as spark-submit runs it; its result, with the lineage the operator reads."""
     result_file = tmp_path / f"result-{time.monotonic_ns()}.json"
@@ -115,3 +116,41 @@ def test_a_branch_write_is_named_as_openlineage_spark_names_it(
     (namespace, name), symlink = table_names(result, catalog, table, branch="audit")
     assert symlink is not None and symlink[1].endswith(".branch_audit")
     assert_named_alike(events, "outputs", [((namespace, name), symlink)])
+
+
+def test_openlineage_spark_takes_its_parent_job_from_the_application_not_from_session_settings(
+    spark, new_table, tmp_path, openlineage_events
+):
+    """What a Spark Connect client could set, a session's ``spark.openlineage.parent*``, links nothing.
+
+    The listener reads its parent and root parent once, from the application's SparkConf, when
+    it starts (openlineage-spark 1.53's ``EventEmitter``); session settings, the only ones a
+    Connect client can give, are never read. So over Spark Connect the operators do not set
+    them, and Spark's events of a task are children of the server's application run instead.
+    """
+    table, run_id = new_table("linked"), "01936f0e-7d1a-7c3e-9c55-4d2f8a7b6e10"
+    parent = {
+        "spark.openlineage.parentJobNamespace": "airflow",
+        "spark.openlineage.parentJobName": "orders.load",
+        "spark.openlineage.parentRunId": run_id,
+        "spark.openlineage.rootParentJobNamespace": "airflow",
+        "spark.openlineage.rootParentJobName": "orders",
+        "spark.openlineage.rootParentRunId": run_id,
+    }
+    for key, value in parent.items():
+        spark.conf.set(key, value)
+    try:
+        run(write_spec(table, "create", values_query([(1, "a")], "id, name")), tmp_path)
+    finally:
+        for key in parent:
+            spark.conf.unset(key)
+
+    parents = [
+        event["run"]["facets"]["parent"]
+        for event in openlineage_events()
+        if "parent" in event["run"]["facets"]
+    ]
+    assert parents, "openlineage-spark gave its events no parent at all"
+    for facet in parents:
+        assert run_id not in json.dumps(facet) and "orders.load" not in json.dumps(facet), facet
+        assert facet["job"]["namespace"] == "job-tests"  # the application's own run is the parent
