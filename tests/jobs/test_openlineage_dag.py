@@ -17,6 +17,7 @@ edges). docs/assets-and-lineage.md shows one task's event from this run.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ import pytest
 from airflow_iceberg.jobs import iceberg_job
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from tests.dag_task_runner import PREFIX
+from tests.docs_snippets import snippets
 from tests.jobs.conftest import REPO_ROOT, openlineage_spark_jar
 from tests.jobs.helpers import CATALOG
 from tests.jobs.openlineage_spark import Names, openlineage_listener, spark_names
@@ -167,16 +169,12 @@ def committed_by(lake: Any, table: str, task_id: str) -> int:
 
 
 ORDERS, BEFORE_CORRECTION = f"{CATALOG}.db.orders", f"{CATALOG}.db.orders_before_correction"
+TASKS = ("create_orders", "append_day_two", "correct_day_one", "snapshot_before_correction")
 
 
 def test_every_task_of_the_example_dag_ran_and_its_event_is_valid_against_the_schemas(dag_run):
     """The runner validated each event, whole and facet by facet; every facet has a spec schema."""
-    assert list(dag_run) == [
-        "create_orders",
-        "append_day_two",
-        "correct_day_one",
-        "snapshot_before_correction",
-    ]
+    assert list(dag_run) == [*TASKS]
     for run in dag_run.values():
         assert run.result["status"] == "success", run.result
         assert run.foreign_facets == [], f"{run.task_id}: facets without an openlineage.io schema"
@@ -269,3 +267,64 @@ def strip(value: Any) -> Any:
     if isinstance(value, list):
         return [strip(v) for v in value]
     return value
+
+
+DOCS_PAGE = "docs/assets-and-lineage.md"
+
+
+def documented(value: Any, replacements: dict[str, str]) -> Any:
+    """``value`` as the docs show it: this run's paths and ids by what they are; no facet metadata
+    (``_producer``, ``_schemaURL``), no empty ``facets``."""
+    value = strip(value)
+    if isinstance(value, dict):
+        return {k: documented(v, replacements) for k, v in value.items() if v != {}}
+    if isinstance(value, list):
+        return [documented(v, replacements) for v in value]
+    if isinstance(value, str):
+        for old, new in replacements.items():
+            value = value.replace(old, new)
+    return value
+
+
+def documented_runs(dag_run: dict[str, TaskRun], lake: Any, warehouse: Any) -> tuple[dict, dict]:
+    """What docs/assets-and-lineage.md shows of this run: each task's datasets, and one whole event."""
+    replacements = {str(warehouse): "/wh"}
+    for task, table in zip(TASKS, (ORDERS, ORDERS, ORDERS, BEFORE_CORRECTION), strict=True):
+        replacements[str(committed_by(lake, table, task))] = f"<snapshot {task} committed>"
+    for run in dag_run.values():
+        replacements[run.event["run"]["facets"]["spark_applicationDetails"]["applicationId"]] = (
+            "<application id>"
+        )
+        replacements[run.event["run"]["facets"]["spark_applicationDetails"]["appName"]] = "<application name>"
+
+    def brief(dataset: dict) -> dict:
+        shown = {"namespace": dataset["namespace"], "name": dataset["name"]}
+        shown["version"] = dataset["facets"]["version"]["datasetVersion"]
+        if "lifecycleStateChange" in dataset["facets"]:
+            shown["lifecycleStateChange"] = dataset["facets"]["lifecycleStateChange"]["lifecycleStateChange"]
+        return shown
+
+    summary = {
+        run.event["job"]["name"]: {
+            role: [brief(d) for d in run.event[role]] for role in ("inputs", "outputs")
+        }
+        for run in dag_run.values()
+    }
+    read = copy.deepcopy(dag_run["snapshot_before_correction"].event)
+    whole = {key: read[key] for key in ("job", "inputs", "outputs", "run")}
+    whole["run"] = {"facets": read["run"]["facets"]}
+    for output in whole["outputs"]:  # Parquet's bytes may differ by Spark line
+        output["outputFacets"]["outputStatistics"]["size"] = "<bytes written>"
+    return documented(summary, replacements), documented(whole, replacements)
+
+
+def test_the_documented_events_are_this_runs(dag_run, lake, warehouse):
+    """docs/assets-and-lineage.md's excerpt of the example DAG's events is what this run emitted."""
+    summary, whole = documented_runs(dag_run, lake, warehouse)
+    excerpts = f"this run's excerpts:\n{json.dumps(summary, indent=2)}\n{json.dumps(whole, indent=2)}"
+    shown = [s for s in snippets() if s.page == DOCS_PAGE and f'"{DAG_ID}.' in s.text]
+    assert len(shown) == 2, f"{DOCS_PAGE} should show two excerpts of the example DAG's events; {excerpts}"
+    (documented_summary,) = [json.loads(s.text) for s in shown if f'"{DAG_ID}.create_orders"' in s.text]
+    (documented_event,) = [json.loads(s.text) for s in shown if f'"{DAG_ID}.create_orders"' not in s.text]
+    assert documented_summary == summary, excerpts
+    assert documented_event == whole, excerpts
