@@ -12,7 +12,8 @@ For each task the operator's OpenLineage event (validated against the OpenLineag
 facet against the version its ``_schemaURL`` names, in the runner) must name every input and
 output, with its symlink, as openlineage-spark names it in its events of the same job; and every
 table openlineage-spark names in the task's events must be one the operator names (no missing
-edges). docs/assets-and-lineage.md shows one task's event from this run.
+edges). Versions are checked with pyiceberg, by each task's commit id. docs/assets-and-lineage.md
+shows each task's datasets and the time-travel read's whole event as this run emits them.
 """
 
 from __future__ import annotations
@@ -245,6 +246,19 @@ def test_a_create_or_replace_of_a_new_table_is_a_create_where_openlineage_spark_
     correct = dataset(dag_run["correct_day_one"].event, "outputs", ORDERS)
     assert correct["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
     assert "lifecycleStateChange" not in dataset(dag_run["append_day_two"].event, "outputs", ORDERS)["facets"]
+
+
+def test_where_openlineage_spark_copies_a_setting_the_operator_gives_it_normalised(dag_run, warehouse):
+    """The ``catalog`` facet's warehouse: openlineage-spark copies the Spark setting (a bare path
+    here), the operator gives the normalised location. ``storage``: openlineage-spark 1.53 leaves
+    a replace-as-select's ``fileFormat`` empty; the operator gives the table's write format."""
+    create = dag_run["create_orders"]
+    output = dataset(create.event, "outputs", ORDERS)
+    theirs = their_datasets(create, "outputs", (output["namespace"], output["name"]))
+    assert output["facets"]["catalog"]["warehouseUri"] == f"file://{warehouse}"
+    assert {d["facets"]["catalog"]["warehouseUri"] for d in theirs} == {str(warehouse)}
+    assert output["facets"]["storage"]["fileFormat"] == "parquet"  # the DAG's write.format.default
+    assert "" in {d["facets"]["storage"]["fileFormat"] for d in theirs}
 
 
 def test_each_tasks_run_names_the_spark_application_openlineage_sparks_events_name(dag_run):
