@@ -61,7 +61,16 @@ class TaskRun:
 
 
 def run_job(spark: Any, argv: list[str], conf: dict[str, str]) -> None:
-    """Run one job's spark-submit arguments in the shared session, with the operator's session settings."""
+    """Run one job's spark-submit arguments in the shared session, with the operator's session settings.
+
+    The catalog the operator configured for spark-submit must be the session's own ``lake``.
+    """
+    for key in (
+        f"spark.sql.catalog.{CATALOG}",
+        f"spark.sql.catalog.{CATALOG}.type",
+        f"spark.sql.catalog.{CATALOG}.warehouse",
+    ):
+        assert conf.get(key) == spark.conf.get(key), f"the operator's {key} is {conf.get(key)!r}"
     before = {key: spark.conf.get(key, None) for key in SESSION_SETTINGS}
     try:
         for key in SESSION_SETTINGS:
