@@ -65,3 +65,27 @@ def validate_event(event: dict[str, Any]) -> list[str]:
         except jsonschema.ValidationError as error:
             raise AssertionError(f"{where} is not valid against {url}: {error.message}") from error
     return foreign
+
+
+def operator_event(lineage: Any, job_name: str, namespace: str = "default") -> dict[str, Any]:
+    """The COMPLETE event Airflow's OpenLineage listener sends with an operator's lineage, as JSON.
+
+    ``lineage`` is what ``get_openlineage_facets_on_complete`` returned (inputs, outputs, run
+    facets); the job is ``<dag id>.<task id>``, as the provider names a task.
+    """
+    from datetime import datetime, timezone
+
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.serde import Serde
+    from openlineage.client.uuid import generate_new_uuid
+
+    event = RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime=datetime.now(timezone.utc).isoformat(),
+        run=Run(runId=str(generate_new_uuid()), facets=lineage.run_facets),
+        job=Job(namespace=namespace, name=job_name),
+        inputs=lineage.inputs,
+        outputs=lineage.outputs,
+        producer="https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
+    )
+    return Serde.to_dict(event)

@@ -24,6 +24,7 @@ if str(REPO_ROOT) not in sys.path:  # the Spark venv does not install airflow_ic
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.jobs.helpers import CATALOG, NAMESPACE, SESSION_CATALOG, Lake  # noqa: E402
+from tests.jobs.openlineage_spark import openlineage_listener  # noqa: E402
 
 # Spark's Python workers must be this interpreter (the one with pyspark), whatever is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -165,3 +166,10 @@ def publish_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(publish, "has_driver_jvm", lambda spark: False)
         monkeypatch.setattr(snapshot_history, "driver_table", lambda spark, table: None)
     return str(request.param)
+
+
+@pytest.fixture
+def openlineage_events(spark, tmp_path) -> Iterator[Callable[[], list[dict]]]:
+    """openlineage-spark's listener on the shared session for one test (see :func:`openlineage_listener`)."""
+    with openlineage_listener(spark, tmp_path / "openlineage-spark.jsonl") as read:
+        yield read

@@ -6,15 +6,15 @@ the shared session for these jobs only, with a file transport; each job runs as 
 runs it (``iceberg_job.main``), and the names the operators give the job's datasets
 (:func:`airflow_iceberg.assets.table_dataset_names` of the job's own lineage description, the
 names ``operators/openlineage_datasets.py`` emits) must be names openlineage-spark gives the
-same datasets in the same role, with the same symlink: the example DAG's create from a query,
-a merge from a table, a read to files and a write on an audit branch.
+same datasets in the same role, with the same symlink: a create from a query, a merge from a
+table, a read to files and a write on an audit branch. ``test_openlineage_dag.py`` does the same
+for the example DAG's tasks, as their operators build and report them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,38 +29,12 @@ from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.naming import location_dataset
 from tests.jobs.conftest import openlineage_spark_jar
 from tests.jobs.helpers import CATALOG, read_spec, values_query, write_spec
+from tests.jobs.openlineage_spark import Names, assert_named_alike, spark_schemas
 
 pytestmark = pytest.mark.skipif(
     openlineage_spark_jar() is None,
     reason="openlineage-spark's jar is missing: run `make setup` (it fetches OPENLINEAGE_SPARK_JAR)",
 )
-
-Names = tuple[tuple[str, str], tuple[str, str] | None]
-
-
-@pytest.fixture
-def openlineage_events(spark, tmp_path) -> Iterator[Callable[[], list[dict]]]:
-    """openlineage-spark's listener on the shared session, writing to a file; a reader of its events."""
-    context = spark.sparkContext
-    events = tmp_path / "openlineage-spark.jsonl"
-    conf = context._jsc.sc().conf().clone()
-    conf.set("spark.openlineage.transport.type", "file")
-    conf.set("spark.openlineage.transport.location", str(events))
-    conf.set("spark.openlineage.namespace", "job-tests")
-    listener = context._jvm.io.openlineage.spark.agent.OpenLineageSparkListener(conf)
-    context._jsc.sc().addSparkListener(listener)
-
-    def read() -> list[dict]:
-        context._jsc.sc().listenerBus().waitUntilEmpty()  # every event so far reached the listener
-        deadline = time.monotonic() + 30  # the listener writes on its own thread: wait, never assume
-        while not events.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
-
-    try:
-        yield read
-    finally:
-        context._jsc.sc().removeSparkListener(listener)
 
 
 def run(spec: ActionSpec, tmp_path: Path) -> dict:
@@ -68,35 +42,6 @@ def run(spec: ActionSpec, tmp_path: Path) -> dict:
     result_file = tmp_path / f"result-{time.monotonic_ns()}.json"
     assert iceberg_job.main(JobRequest(spec=spec, result_file=str(result_file)).to_argv()) == 0
     return json.loads(result_file.read_text())
-
-
-def spark_names(events: list[dict], role: str) -> dict[tuple[str, str], set[tuple[str, str] | None]]:
-    """openlineage-spark's datasets in ``role`` (inputs, outputs): name → the symlinks it gave it."""
-    named: dict[tuple[str, str], set[tuple[str, str] | None]] = {}
-    for event in events:
-        for dataset in event.get(role) or []:
-            identifiers = (dataset.get("facets") or {}).get("symlinks", {}).get("identifiers") or [None]
-            for identifier in identifiers:
-                symlink = (identifier["namespace"], identifier["name"]) if identifier else None
-                named.setdefault((dataset["namespace"], dataset["name"]), set()).add(symlink)
-    return named
-
-
-def spark_schemas(events: list[dict], name: tuple[str, str]) -> list[list[dict]]:
-    """Every ``schema`` facet openlineage-spark gave the dataset ``name``, without facet metadata."""
-    schemas = []
-    for event in events:
-        for dataset in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
-            if (dataset["namespace"], dataset["name"]) == name and "schema" in (dataset.get("facets") or {}):
-                schemas.append(dataset["facets"]["schema"]["fields"])
-    return schemas
-
-
-def assert_named_alike(events: list[dict], role: str, ours: list[Names]) -> None:
-    theirs = spark_names(events, role)
-    for name, symlink in ours:
-        assert name in theirs, f"{role}: openlineage-spark has no {name}; it named {sorted(theirs)}"
-        assert symlink in theirs[name], f"{role} {name}: symlink {symlink}, openlineage-spark {theirs[name]}"
 
 
 @pytest.fixture
@@ -171,3 +116,41 @@ def test_a_branch_write_is_named_as_openlineage_spark_names_it(
     (namespace, name), symlink = table_names(result, catalog, table, branch="audit")
     assert symlink is not None and symlink[1].endswith(".branch_audit")
     assert_named_alike(events, "outputs", [((namespace, name), symlink)])
+
+
+def test_openlineage_spark_takes_its_parent_job_from_the_application_not_from_session_settings(
+    spark, new_table, tmp_path, openlineage_events
+):
+    """What a Spark Connect client could set, a session's ``spark.openlineage.parent*``, links nothing.
+
+    The listener reads its parent and root parent once, from the application's SparkConf, when
+    it starts (openlineage-spark 1.53's ``EventEmitter``); session settings, the only ones a
+    Connect client can give, are never read. So over Spark Connect the operators do not set
+    them, and Spark's events of a task are children of the server's application run instead.
+    """
+    table, run_id = new_table("linked"), "01936f0e-7d1a-7c3e-9c55-4d2f8a7b6e10"
+    parent = {
+        "spark.openlineage.parentJobNamespace": "airflow",
+        "spark.openlineage.parentJobName": "orders.load",
+        "spark.openlineage.parentRunId": run_id,
+        "spark.openlineage.rootParentJobNamespace": "airflow",
+        "spark.openlineage.rootParentJobName": "orders",
+        "spark.openlineage.rootParentRunId": run_id,
+    }
+    for key, value in parent.items():
+        spark.conf.set(key, value)
+    try:
+        run(write_spec(table, "create", values_query([(1, "a")], "id, name")), tmp_path)
+    finally:
+        for key in parent:
+            spark.conf.unset(key)
+
+    parents = [
+        event["run"]["facets"]["parent"]
+        for event in openlineage_events()
+        if "parent" in event["run"]["facets"]
+    ]
+    assert parents, "openlineage-spark gave its events no parent at all"
+    for facet in parents:
+        assert run_id not in json.dumps(facet) and "orders.load" not in json.dumps(facet), facet
+        assert facet["job"]["namespace"] == "job-tests"  # the application's own run is the parent

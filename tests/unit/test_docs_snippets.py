@@ -32,10 +32,11 @@ import pytest
 from airflow_iceberg.catalog.config import config_from_connection, config_from_fields
 from tests.docs_snippets import REPO, TESTED_LANGUAGES, Snippet, is_json, snippets
 
-#: Documented results, found by a key only they show, and the test that checks their keys.
+#: Documented results, found by a key only they show, and the test that checks their keys (or all of them).
 RESULT_EXAMPLES = {
     '"status": "success"': "tests/integration/test_example_dag.py::test_documented_xcom_keys",
     '"commit_id":': "tests/integration/test_assets_and_lineage.py::test_documented_asset_event_keys",
+    '"iceberg_daily_orders.': "tests/jobs/test_openlineage_dag.py::test_the_documented_events_are_this_runs",
 }
 
 TESTED = [s for s in snippets() if s.language in TESTED_LANGUAGES]

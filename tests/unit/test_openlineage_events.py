@@ -11,15 +11,11 @@ own events in ``tests/jobs/test_openlineage_spark.py``.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from unittest import mock
 
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
-from openlineage.client.serde import Serde
-from openlineage.client.uuid import generate_new_uuid
 
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
@@ -29,7 +25,7 @@ from airflow_iceberg.operators import (
     IcebergOverwritePartitionsOperator,
     IcebergTimeTravelReadOperator,
 )
-from tests.openlineage_validation import validate_event
+from tests.openlineage_validation import operator_event, validate_event
 
 SCHEMA = [
     {"name": "id", "type": "long"},
@@ -40,16 +36,7 @@ APPLICATION = {"id": "local-1796141205592", "name": "orders_etl.load"}
 
 def validate(lineage) -> dict:
     """The event Airflow would send with these datasets, validated whole and facet by facet."""
-    event = RunEvent(
-        eventType=RunState.COMPLETE,
-        eventTime=datetime.now(timezone.utc).isoformat(),
-        run=Run(runId=str(generate_new_uuid()), facets=lineage.run_facets),
-        job=Job(namespace="default", name="orders_etl.load"),
-        inputs=lineage.inputs,
-        outputs=lineage.outputs,
-        producer="https://github.com/apache/airflow/tree/providers-openlineage/2.20.3",
-    )
-    document = Serde.to_dict(event)
+    document = operator_event(lineage, "orders_etl.load")
     assert validate_event(document) == []  # every facet here has an openlineage.io schema
     return document
 

@@ -1,0 +1,76 @@
+"""Reading openlineage-spark's events: the datasets it names in a role, their symlinks and schemas.
+
+The job tests that compare the operators' OpenLineage datasets with openlineage-spark's
+(``test_openlineage_spark.py``, ``test_openlineage_dag.py``) read the listener's events (the
+``openlineage_events`` fixture of ``conftest.py``) with these.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+Name = tuple[str, str]
+#: A dataset as both producers name it: (namespace, name), and its symlink (namespace, name) or None.
+Names = tuple[Name, Name | None]
+
+
+@contextmanager
+def openlineage_listener(spark: Any, events: Path) -> Iterator[Callable[[], list[dict]]]:
+    """openlineage-spark's listener on the shared session, writing to ``events``; a reader of them.
+
+    The listener gets the session's SparkConf with a file transport, as ``spark.extraListeners``
+    would create it, and is removed afterwards, so no other test runs with it. The reader returns
+    every event so far: the listener emits on Spark's listener bus thread, so once the bus is
+    empty every event of the jobs run until then is in the file.
+    """
+    context = spark.sparkContext
+    conf = context._jsc.sc().conf().clone()
+    conf.set("spark.openlineage.transport.type", "file")
+    conf.set("spark.openlineage.transport.location", str(events))
+    conf.set("spark.openlineage.namespace", "job-tests")
+    listener = context._jvm.io.openlineage.spark.agent.OpenLineageSparkListener(conf)
+    context._jsc.sc().addSparkListener(listener)
+
+    def read() -> list[dict]:
+        context._jsc.sc().listenerBus().waitUntilEmpty()
+        if not events.exists():  # no job has run under the listener yet
+            return []
+        return [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+
+    try:
+        yield read
+    finally:
+        context._jsc.sc().removeSparkListener(listener)
+
+
+def spark_names(events: list[dict], role: str) -> dict[tuple[str, str], set[tuple[str, str] | None]]:
+    """openlineage-spark's datasets in ``role`` (inputs, outputs): name → the symlinks it gave it."""
+    named: dict[tuple[str, str], set[tuple[str, str] | None]] = {}
+    for event in events:
+        for dataset in event.get(role) or []:
+            identifiers = (dataset.get("facets") or {}).get("symlinks", {}).get("identifiers") or [None]
+            for identifier in identifiers:
+                symlink = (identifier["namespace"], identifier["name"]) if identifier else None
+                named.setdefault((dataset["namespace"], dataset["name"]), set()).add(symlink)
+    return named
+
+
+def spark_schemas(events: list[dict], name: tuple[str, str]) -> list[list[dict]]:
+    """Every ``schema`` facet openlineage-spark gave the dataset ``name``, without facet metadata."""
+    schemas = []
+    for event in events:
+        for dataset in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
+            if (dataset["namespace"], dataset["name"]) == name and "schema" in (dataset.get("facets") or {}):
+                schemas.append(dataset["facets"]["schema"]["fields"])
+    return schemas
+
+
+def assert_named_alike(events: list[dict], role: str, ours: list[Names]) -> None:
+    theirs = spark_names(events, role)
+    for name, symlink in ours:
+        assert name in theirs, f"{role}: openlineage-spark has no {name}; it named {sorted(theirs)}"
+        assert symlink in theirs[name], f"{role} {name}: symlink {symlink}, openlineage-spark {theirs[name]}"
