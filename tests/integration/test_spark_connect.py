@@ -206,6 +206,22 @@ def test_merge_delete_and_ctas_over_connect_carry_the_commit_id_and_leave_the_se
     assert "airflow-iceberg.commit-id" not in lake.summary(table)
 
 
+def test_a_delete_the_server_cannot_tell_it_would_tag_is_refused_before_anything_runs(connect_lake, tmp_path):
+    """The session catalog does not answer ``system.iceberg_version()``: its release is unknown, and
+    an untagged commit is what a retry cannot find, so the job refuses before looking at the table."""
+    from airflow_iceberg.jobs.iceberg_job import run_job
+    from airflow_iceberg.jobs.spec.request import JobRequest
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+
+    spark, _lake = connect_lake
+    result_file = tmp_path / "delete.json"
+    spec = DeleteSpec("spark_catalog.db.not_there", condition="id = 1").validated()
+    assert run_job(spark, JobRequest(spec=spec, result_file=str(result_file))) == 1
+    error = json.loads(result_file.read_text())["error"]
+    assert error.startswith("InvalidSpecError: DELETE FROM over Spark Connect needs Iceberg 1.11 or later")
+    assert "does not tell which release spark_catalog.db.not_there's catalog runs" in error
+
+
 def test_a_merges_session_properties_never_tag_another_sessions_commit_on_the_server(
     connect_lake, spark_connect_server, table
 ):
