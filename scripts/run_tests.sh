@@ -6,7 +6,7 @@
 # Airflow CLI. Meanwhile, in the background and into their own log (printed when they end): the
 # job suite (one shared local SparkSession) on Spark 3.5, then on Spark 4.0, then the example DAG
 # end to end on Spark 4.0's spark-submit (the Airflow side runs it on Spark 3.5, and over Spark
-# Connect on a Spark 4.0 server). Any failure fails the whole run.
+# Connect on a Spark 4.1 server). Any failure fails the whole run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/local_env.sh

@@ -2,8 +2,8 @@
 # Set up everything `make demo` and `make test` need, idempotently, from PyPI, apt and Maven Central:
 #   .venv/        Airflow 3 + the apache-spark provider + this package (editable) + test tools
 #   .spark-venv/  pyspark 3.5 (spark-submit, the JVM jars), kept apart from Airflow's pyspark-client
-#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh);
-#                 .spark41-venv/ (pyspark 4.1) only when asked for with SPARK_LINES="3.5 4.0 4.1"
+#   .spark4-venv/ pyspark 4.0, the second Spark line (SPARK_LINE=4.0 in scripts/local_env.sh)
+#   .spark41-venv/ pyspark 4.1, the third (SPARK_LINE=4.1): the Spark Connect test server runs it
 #   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, the S3 jars and Nessie's
 #                 server, from Maven Central
 #   .cache/ivy/   spark-submit --packages' Ivy cache, warmed with the runtime and iceberg-aws-bundle
@@ -40,11 +40,12 @@ fetch_jar() {  # fetch_jar GROUP:ARTIFACT:VERSION JAR_PATH
 
 # Each Spark line's runtime (its venv, as scripts/local_env.sh names it), the official Apache
 # Iceberg Spark runtime built for it (the release a connection without iceberg_version gets) and the
-# iceberg-aws-bundle of that release (S3FileIO's AWS SDK v2). `make test` runs 3.5 and 4.0;
-# SPARK_LINES="3.5 4.0 4.1" adds the 4.1 line for `make spark41-test`.
+# iceberg-aws-bundle of that release (S3FileIO's AWS SDK v2). `make test` runs the suites on 3.5
+# and 4.0 and its Spark Connect server on 4.1 (tests/servers/spark_connect.py), so all three are set
+# up; `make spark41-test` runs the suites on 4.1 too.
 declare -A SPARK_REQUIREMENTS=([3.5]=requirements/spark.txt [4.0]=requirements/spark4.txt \
                                [4.1]=requirements/spark41.txt)
-for line in ${SPARK_LINES:-3.5 4.0}; do
+for line in ${SPARK_LINES:-3.5 4.0 4.1}; do
   (
     SPARK_LINE=$line source scripts/local_env.sh
     make_venv "$SPARK_VENV" "${SPARK_REQUIREMENTS[$line]}"
@@ -112,7 +113,7 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
   airflow db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
-pysparks=$(for line in ${SPARK_LINES:-3.5 4.0}; do
+pysparks=$(for line in ${SPARK_LINES:-3.5 4.0 4.1}; do
   (SPARK_LINE=$line source scripts/local_env.sh && "$SPARK_VENV/bin/python" -c "import pyspark; print(pyspark.__version__)")
 done | paste -sd, -)
 echo "==> ready: Airflow $(airflow version 2>/dev/null | tail -1), pyspark $pysparks"

@@ -11,7 +11,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg.jobs.connect import is_connect
 from airflow_iceberg.jobs.jvm_callbacks import JavaCallable
+from airflow_iceberg.jobs.session_commit_tags import session_snapshot_properties
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.jobs.spec.writes import SNAPSHOT_PROPERTY_PREFIX
 from airflow_iceberg.jobs.table_state import branch_heads, find_commit, find_commit_in_branches, table_exists
@@ -101,10 +103,17 @@ def with_commit_properties(
     Iceberg's documented way for SQL is ``CommitMetadata.withCommitProperties``: it keeps the
     properties in a JVM thread-local while the callable runs. PySpark pins each Python thread to
     one JVM thread, and py4j runs the callback's own JVM calls on that same thread, so the
-    commit made by ``action`` sees them.
+    commit made by ``action`` sees them. A Spark Connect client has no JVM: there they are the
+    session's snapshot properties while ``action`` runs
+    (:func:`~airflow_iceberg.jobs.session_commit_tags.session_snapshot_properties`, Iceberg 1.11+,
+    which the job checked the server runs before anything ran).
     """
     if not properties:
         action()
+        return
+    if is_connect(spark):
+        with session_snapshot_properties(spark, properties):
+            action()
         return
     from pyspark.java_gateway import ensure_callback_server_started  # py4j: absent from pyspark-client
 

@@ -4,7 +4,8 @@ spark-submit runs the job on the driver, next to the JVM, so a few steps talk to
 (Iceberg's Java ``Table`` for a ref's head and history, ``CommitMetadata`` for SQL commits, the
 session's parser). A Spark Connect session (pyspark-client, no JVM on the client) has no py4j:
 those steps use the ``refs`` and ``snapshots`` metadata tables and plain SQL instead
-(:func:`ref_head`, :func:`find_commit_in_branches`), and the few features that need the JVM are refused
+(:func:`ref_head`, :func:`find_commit_in_branches`), SQL commits the session's snapshot
+properties (:mod:`.session_commit_tags`), and the one feature that needs the JVM is refused
 before anything runs (:func:`unsupported_reason`). The spark-submit path keeps its JVM calls,
 which are faster there.
 
@@ -24,9 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
-from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
-from airflow_iceberg.jobs.spec.writes import WriteSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,28 +61,16 @@ def is_connect(spark: Any) -> bool:
 
 
 def unsupported_reason(spec: Any) -> str | None:
-    """Why this request cannot run over Spark Connect, or None when it can.
+    """Why this request cannot run over Spark Connect, on any server, or None when it can.
 
-    Each refused feature needs the JVM next to the Python code: SQL commits (``MERGE INTO``,
-    ``DELETE FROM``, a create partitioned by ``truncate(W, col)`` or a quoted column, which is
-    SQL CTAS) are stamped with the commit
-    id through ``CommitMetadata.withCommitProperties``, a JVM thread-local that Spark Connect
-    cannot reach; orphan-file removal under Iceberg's 24-hour floor (``allow_recent_files``) needs
-    Iceberg's action API, as the ``remove_orphan_files`` procedure refuses it.
+    Orphan-file removal under Iceberg's 24-hour floor (``allow_recent_files``) needs Iceberg's
+    action API, which only the JVM next to the Python code reaches: the ``remove_orphan_files``
+    procedure refuses it. SQL commits (``MERGE INTO``, ``DELETE FROM``, SQL CTAS) run over Connect
+    on a server of Spark 4.0+ and Iceberg 1.11+, which the job asks the server once connected
+    (:func:`airflow_iceberg.jobs.session_commit_tags.require_session_tags`): the operator, which
+    calls this before any session opens, cannot know the server's versions.
     """
     fix = "use a spark-submit connection (conn_type 'spark') for this task"
-    if isinstance(spec, (MergeSpec, DeleteSpec)):
-        kind = "MERGE INTO" if isinstance(spec, MergeSpec) else "DELETE FROM"
-        return (
-            f"{kind} is spark-submit only: its commit is tagged with the commit id through Iceberg's "
-            f"JVM-side CommitMetadata, which a Spark Connect client cannot reach; {fix}"
-        )
-    if isinstance(spec, WriteSpec) and spec.created_with_sql:
-        return (
-            "a create partitioned by truncate(W, col) or by a column that is not a plain name is "
-            "spark-submit only: it is SQL CREATE TABLE AS "
-            f"SELECT, tagged through Iceberg's JVM-side CommitMetadata; {fix}"
-        )
     if isinstance(spec, OrphanFilesSpec) and spec.allow_recent_files:
         return (
             "orphan-file removal with allow_recent_files is spark-submit only: over Spark Connect it "

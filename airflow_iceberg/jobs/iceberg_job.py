@@ -32,6 +32,7 @@ from airflow_iceberg.jobs.merges import delete_from, merge_into
 from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.rollback import rollback
+from airflow_iceberg.jobs.session_commit_tags import require_session_tags
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.reads import ReadSpec
@@ -257,6 +258,7 @@ def run_job(spark: SparkSession, request: JobRequest) -> int:
         if refused:
             raise InvalidSpecError(refused)
         apply_secret_conf(spark, request.secret_conf_file)
+        require_session_tags(spark, request.spec)  # a SQL commit over Connect: is the server new enough?
         result = {"status": "success", **run(spark, request)}
         result["lineage"] = describe_lineage(spark, request.spec)
     except (InvalidSpecError, TableStateError) as error:

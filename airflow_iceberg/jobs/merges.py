@@ -1,7 +1,8 @@
 """Row-level changes: ``MERGE INTO`` and ``DELETE FROM``, on ``main`` or on a branch.
 
 Both are one SQL command, so one Iceberg commit, tagged like every write (commit id and Airflow
-identity through ``CommitMetadata.withCommitProperties``): a retry of a try that committed finds
+identity through ``CommitMetadata.withCommitProperties``, or over Spark Connect the session's
+snapshot properties, :mod:`.session_commit_tags`): a retry of a try that committed finds
 that commit and returns it instead of changing the rows a second time. Copy-on-write and
 merge-on-read work alike; the table's ``write.merge.mode`` / ``write.delete.mode`` decide.
 
@@ -30,6 +31,8 @@ from airflow_iceberg.jobs.commits import (
     snapshot_properties_for,
     with_commit_properties,
 )
+from airflow_iceberg.jobs.connect import committing
+from airflow_iceberg.jobs.session_commit_tags import without_metadata_only_delete
 from airflow_iceberg.jobs.spec.identifiers import parse_column, quote_identifier, quote_name
 from airflow_iceberg.jobs.spec.row_changes import SOURCE_ALIAS, TARGET_ALIAS, DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableStateError, find_commit, require_table
@@ -303,7 +306,10 @@ def delete_from(
 
     A condition that matches no row still makes a commit, an empty one (Iceberg 1.10: operation
     ``delete`` when file statistics prove no file holds a matching row, ``overwrite`` when the
-    rows had to be read). Only a condition Spark folds to false (``1 = 0``) makes none.
+    rows had to be read). Only a condition Spark folds to false (``1 = 0``) makes none. Over
+    Spark Connect a condition that covers whole files still reads them (or, merge-on-read, writes
+    deletes for their rows): the metadata-only delete would commit without the commit id
+    (:func:`~airflow_iceberg.jobs.session_commit_tags.without_metadata_only_delete`).
     """
     ref = spec.branch or "main"
     # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
@@ -314,7 +320,10 @@ def delete_from(
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
     sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
-    with branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties):
+    with (
+        branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties),
+        without_metadata_only_delete(spark),
+    ):
         _commit_sql(spark, sql, commit_id, commit_properties)
     return {"table": spec.table, "branch": ref, **_committed(spark, spec.table, ref, commit_id)}
 
@@ -323,7 +332,17 @@ def _commit_sql(
     spark: SparkSession, sql: str, commit_id: str | None, commit_properties: Mapping[str, str] | None
 ) -> None:
     properties = snapshot_properties_for({}, commit_id, commit_properties)
-    with_commit_properties(spark, properties, lambda: spark.sql(sql))
+    with_commit_properties(spark, properties, lambda: run_committing_sql(spark, sql))
+
+
+def run_committing_sql(spark: SparkSession, sql: str) -> None:
+    """Run the one SQL statement that makes the job's commit, marked as such (:func:`.connect.committing`).
+
+    Over Spark Connect the statement is the operation a retry settles by its id; inside
+    ``CommitMetadata``'s JVM callback (the driver) the mark changes nothing.
+    """
+    with committing():
+        spark.sql(sql)
 
 
 def _committed(spark: SparkSession, table: str, ref: str, commit_id: str) -> dict[str, Any]:

@@ -316,7 +316,8 @@ def _create_with_sql(spark: SparkSession, spec: WriteSpec, df: DataFrame) -> Non
             + ")"
         )
     try:
-        spark.sql(f"{sql} AS SELECT * FROM {view}")
+        with committing():
+            spark.sql(f"{sql} AS SELECT * FROM {view}")
     finally:
         spark.catalog.dropTempView(view)
 

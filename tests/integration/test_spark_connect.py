@@ -1,4 +1,4 @@
-"""Spark Connect mode against a real Spark Connect server (Spark 4.0 + the Iceberg runtime).
+"""Spark Connect mode against a real Spark Connect server (Spark 4.1 + the Iceberg runtime).
 
 Everything here shares one server (``spark_connect_server``, session-scoped; keep every Connect
 test in this file so ``--dist loadfile`` starts it once). The job-level tests drive the job
@@ -35,6 +35,7 @@ from tests.integration.in_process import execute
 from tests.integration.process_sampler import CommandLineSampler
 from tests.jobs.helpers import Lake, values_query, write_spec
 from tests.servers.connect_catalog_secrets import DEMO_SECRETS
+from tests.servers.spark_connect import SERVER_SPARK_LINE
 
 ROWS = values_query([(1, "a"), (2, "b")], "id, name")
 TRY_KEY = "orders:append:manual__2024-01-02:-1"
@@ -129,13 +130,140 @@ def test_jvm_only_features_are_refused_by_the_job_before_anything_runs(connect_l
     from airflow_iceberg.jobs.spec.upkeep import OrphanFilesSpec
 
     spark, lake = connect_lake
-    truncate = write_spec(table, "create", ROWS, partition_by=["truncate(2, name)"])
+    write_table_spec = write_spec(table, "create", ROWS)
+    assert run_job(spark, JobRequest(spec=write_table_spec)) == 0
+    before = lake.state(table)
     recent = OrphanFilesSpec(table=table, older_than=int(time.time() * 1000), allow_recent_files=True)
-    for spec in (truncate, recent.validated()):
-        result_file = tmp_path / f"{type(spec).__name__}.json"
-        assert run_job(spark, JobRequest(spec=spec, result_file=str(result_file))) == 1
-        assert "spark-submit only" in json.loads(result_file.read_text())["error"]
-    assert not lake.exists(table)
+    result_file = tmp_path / "orphans.json"
+    assert run_job(spark, JobRequest(spec=recent.validated(), result_file=str(result_file))) == 1
+    assert "spark-submit only" in json.loads(result_file.read_text())["error"]
+    assert lake.state(table) == before
+
+
+# ------------------------------------- SQL commits over Connect: the session's snapshot properties
+
+#: The commit properties a task's MERGE or DELETE carries, as the operators pass them.
+TASK_PROPERTIES = {"airflow.dag-id": "orders", "airflow.task-id": "merge", "airflow.try-number": "1"}
+MERGE_CLAUSES = (
+    {"when": "matched", "then": "update", "set": {"name": "s.name"}},
+    {"when": "not_matched", "then": "insert"},
+)
+
+
+def _merge_spec(table, query):
+    from airflow_iceberg.jobs.spec.row_changes import MergeClause, MergeSpec
+    from airflow_iceberg.jobs.spec.sources import Source
+
+    clauses = tuple(MergeClause.from_mapping(c) for c in MERGE_CLAUSES)
+    return MergeSpec(table, source=Source(query=query), keys=("id",), clauses=clauses).validated()
+
+
+def _tagged(lake, table, commit_id):
+    return [s for s in lake.snapshots(table) if s.summary.get("airflow-iceberg.commit-id") == commit_id]
+
+
+def test_merge_delete_and_ctas_over_connect_carry_the_commit_id_and_leave_the_session_clean(
+    connect_lake, table
+):
+    """Each SQL commit is tagged through the session's snapshot properties, a DELETE of whole
+    partitions too (Spark's metadata-only delete would commit untagged); a retry finds the commit;
+    the next statement of the session carries none of it."""
+    from airflow_iceberg.jobs.merges import delete_from, merge_into
+    from airflow_iceberg.jobs.session_commit_tags import EXCLUDED_RULES, SESSION_PROPERTY_PREFIX
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    rows = values_query([(1, "a", "x"), (2, "b", "x"), (3, "c", "y")], "id, name, part")
+    write_table(spark, write_spec(table, "create", rows, partition_by=["part"]))
+    spark.conf.set(EXCLUDED_RULES, "org.apache.spark.sql.catalyst.optimizer.ConstantFolding")  # a user's
+    merge = _merge_spec(table, values_query([(1, "A", "x"), (4, "d", "y")], "id, name, part"))
+    merged = merge_into(spark, merge, "merge-1", TASK_PROPERTIES, reuse_commit=True)
+    retried = merge_into(spark, merge, "merge-1", TASK_PROPERTIES, reuse_commit=True)
+    assert (retried["reused_earlier_commit"], retried["snapshot_id"]) == (True, merged["snapshot_id"])
+    (merge_commit,) = _tagged(lake, table, "merge-1")
+    assert merge_commit.snapshot_id == merged["snapshot_id"]
+    assert merge_commit.summary["airflow.dag-id"] == "orders"
+    assert [r["name"] for r in lake.rows(table)] == ["A", "b", "c", "d"]
+
+    whole = DeleteSpec(table, condition="part = 'y'").validated()  # whole files: metadata-only in Spark
+    deleted = delete_from(spark, whole, "delete-1", TASK_PROPERTIES, reuse_commit=True)
+    (delete_commit,) = _tagged(lake, table, "delete-1")
+    assert delete_commit.snapshot_id == deleted["snapshot_id"] == lake.current_snapshot_id(table)
+    assert lake.ids(table) == [1, 2]
+    assert delete_from(spark, whole, "delete-1", TASK_PROPERTIES, reuse_commit=True)["reused_earlier_commit"]
+
+    ctas = write_spec(f"{table}_ctas", "create", f"SELECT * FROM {table}", partition_by=["truncate(1, name)"])
+    write_table(spark, ctas, commit_id="ctas-1", commit_properties=TASK_PROPERTIES)
+    assert [s.summary.get("airflow-iceberg.commit-id") for s in lake.snapshots(f"{table}_ctas")] == ["ctas-1"]
+    assert lake.partition_fields(f"{table}_ctas")[0][1].startswith("truncate")
+
+    left = {k: v for k, v in spark.conf.getAll.items() if k.startswith(SESSION_PROPERTY_PREFIX)}
+    assert left == {}
+    assert spark.conf.get(EXCLUDED_RULES) == "org.apache.spark.sql.catalyst.optimizer.ConstantFolding"
+    spark.conf.unset(EXCLUDED_RULES)
+    spark.sql(f"INSERT INTO {table} VALUES (9, 'z', 'z')").collect()
+    assert "airflow-iceberg.commit-id" not in lake.summary(table)
+
+
+def test_a_delete_the_server_cannot_tell_it_would_tag_is_refused_before_anything_runs(connect_lake, tmp_path):
+    """The session catalog does not answer ``system.iceberg_version()``: its release is unknown, and
+    an untagged commit is what a retry cannot find, so the job refuses before looking at the table."""
+    from airflow_iceberg.jobs.iceberg_job import run_job
+    from airflow_iceberg.jobs.spec.request import JobRequest
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+
+    spark, _lake = connect_lake
+    result_file = tmp_path / "delete.json"
+    spec = DeleteSpec("spark_catalog.db.not_there", condition="id = 1").validated()
+    assert run_job(spark, JobRequest(spec=spec, result_file=str(result_file))) == 1
+    error = json.loads(result_file.read_text())["error"]
+    assert error.startswith("InvalidSpecError: DELETE FROM over Spark Connect needs Iceberg 1.11 or later")
+    assert "does not tell which release spark_catalog.db.not_there's catalog runs" in error
+
+
+def test_a_merges_session_properties_never_tag_another_sessions_commit_on_the_server(
+    connect_lake, spark_connect_server, table
+):
+    """Task A's properties are set on its session while task B, in a session of its own on the same
+    server, commits (to a table of its own: A's MERGE would conflict with B's rows otherwise): B's
+    commit carries none of them, A's MERGE carries its own."""
+    from pyspark.sql.connect.session import SparkSession
+
+    from airflow_iceberg.jobs.commits import with_commit_properties
+    from airflow_iceberg.jobs.merges import run_committing_sql
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    other_table = f"{table[:-6]}_other"
+    write_table(spark, write_spec(table, "create", ROWS))
+    write_table(spark, write_spec(other_table, "create", ROWS))
+    other = SparkSession.builder.remote(spark_connect_server.url).create()
+    try:
+        for key, value in spark.conf.getAll.items():
+            if key.startswith("spark.sql.catalog.lake"):
+                other.conf.set(key, value)
+
+        def merge_while_the_other_task_commits() -> None:
+            b_rows = values_query([(7, "g")], "id, name")
+            write_table(other, write_spec(other_table, "append", b_rows), "task-b")
+            run_committing_sql(
+                spark,
+                f"MERGE INTO {table} t USING (SELECT 1 AS id, 'A' AS name) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET name = s.name",
+            )
+
+        properties = {"airflow-iceberg.commit-id": "task-a", "airflow.task-id": "a"}
+        with_commit_properties(spark, properties, merge_while_the_other_task_commits)
+    finally:
+        other.stop()
+    append = lake.snapshots(other_table)[-1]
+    assert append.summary["airflow-iceberg.commit-id"] == "task-b"
+    assert append.summary.get("airflow.task-id") is None
+    merge = lake.snapshots(table)[-1]
+    assert (merge.summary["airflow-iceberg.commit-id"], merge.summary["airflow.task-id"]) == ("task-a", "a")
+    assert lake.rows(table) == [{"id": 1, "name": "A"}, {"id": 2, "name": "b"}]
+    assert lake.ids(other_table) == [1, 2, 7]
 
 
 def test_orphan_files_older_than_a_day_are_found_then_removed_by_the_procedure(connect_lake, table):
@@ -211,14 +339,14 @@ def test_an_audit_branch_is_compacted_over_connect_after_asking_the_servers_runt
     from airflow_iceberg.jobs.iceberg_runtime import runtime_version
     from airflow_iceberg.jobs.spec.upkeep import RewriteDataFilesSpec
     from airflow_iceberg.jobs.writes import write_table
-    from tests.servers.spark_connect import ICEBERG_4_0_VERSION
+    from tests.servers.spark_connect import SERVER_ICEBERG_VERSION
 
     spark, lake = connect_lake
     created = write_table(spark, write_spec(table, "create", ROWS))
     for row in ((3, "c"), (4, "d")):
         write_table(spark, write_spec(table, "append", values_query([row], "id, name"), branch="audit"))
     head, rows = lake.branch_head(table, "audit"), lake.rows(table, lake.branch_head(table, "audit"))
-    assert runtime_version(spark, table) == ICEBERG_4_0_VERSION
+    assert runtime_version(spark, table) == SERVER_ICEBERG_VERSION
     spec = RewriteDataFilesSpec(table=table, branch="audit", options={"min-input-files": "2"})
     compacted = upkeep.rewrite_data_files(spark, spec.validated())
     assert (compacted["previous_snapshot_id"], compacted["snapshot_id"]) == (
@@ -510,7 +638,7 @@ def test_a_per_session_secret_is_refused_before_anything_runs(
 
 
 def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_connections):
-    from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
+    from airflow_iceberg.operators import IcebergAppendOperator
 
     lake = connect_connections
     append = IcebergAppendOperator(
@@ -521,16 +649,7 @@ def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_co
     first_line = str(failed.value).splitlines()[0]
     assert first_line.startswith("demo.db.missing_source: ")
     assert "TABLE_OR_VIEW_NOT_FOUND" in first_line or "does not exist" in first_line
-    merge = IcebergMergeOperator(
-        task_id="merge",
-        table="db.t",
-        source_query=ROWS,
-        keys=["id"],
-        clauses=[{"when": "matched", "then": "update", "set": {"name": "s.name"}}],
-    )
-    with pytest.raises(InvalidSpecError, match="MERGE INTO is spark-submit only"):
-        execute(merge)
-    assert not lake.exists("demo.db.t")
+    assert not lake.exists("demo.db.missing_source")
 
 
 # ------------------------------------------------------------- real Airflow: the DAGs, over Connect
@@ -578,7 +697,7 @@ def test_the_example_dag_over_connect_writes_the_same_history(daily_orders_over_
     ]
     assert history == [("overwrite", "100", "100"), ("append", "80", "180"), ("overwrite", "90", "170")]
     for snapshot in orders.snapshots():  # the server's Spark made them, tagged by the task
-        assert snapshot.summary["engine-version"].startswith("4.0.")
+        assert snapshot.summary["engine-version"].startswith(f"{SERVER_SPARK_LINE}.")
         assert snapshot.summary["airflow.dag-id"] == "iceberg_daily_orders"
     append = airflow_runner.xcom("iceberg_daily_orders", "append_day_two")
     assert append["snapshot_id"] == orders.snapshots()[1].snapshot_id
@@ -812,6 +931,35 @@ def test_a_retry_after_the_worker_died_mid_write_waits_for_that_write_and_commit
     assert (retried["reused_earlier_commit"], retried["snapshot_id"]) == (True, tagged[0].snapshot_id)
     ids = lake.load(table).scan(selected_fields=("event_id",)).to_arrow()["event_id"]
     assert len(ids) == 1000 + BIG_APPEND_ROWS and pc.count_distinct(ids).as_py() == len(ids)
+
+
+def test_a_merge_or_delete_retried_after_its_commit_landed_finds_it_and_writes_nothing(connect_connections):
+    """Try 1 committed, then its worker died before Airflow heard of it; try 2 (same commit id)
+    settles try 1's operation on the server, finds its commit and commits nothing: one commit each."""
+    from airflow_iceberg.operators import (
+        IcebergCreateTableOperator,
+        IcebergDeleteOperator,
+        IcebergMergeOperator,
+    )
+
+    lake, table = connect_connections, "demo.db.orders"
+    execute(IcebergCreateTableOperator(task_id="create", table="db.orders", source_query=ROWS))
+    merge = IcebergMergeOperator(
+        task_id="merge",
+        table="db.orders",
+        source_query=values_query([(2, "B"), (3, "c")], "id, name"),
+        keys=["id"],
+        clauses=list(MERGE_CLAUSES),
+    )
+    delete = IcebergDeleteOperator(task_id="delete", table="db.orders", condition="id = 1")
+    for operator, rows in ((merge, [(1, "a"), (2, "B"), (3, "c")]), (delete, [(2, "B"), (3, "c")])):
+        first = execute(operator)
+        retried = execute(operator, try_number=2)
+        commit_id = f"robust_bad_input:{operator.task_id}:manual__robustness:-1:1:"
+        (commit,) = _tagged(lake, table, commit_id)
+        assert first["snapshot_id"] == commit.snapshot_id == lake.current_snapshot_id(table)
+        assert (retried["reused_earlier_commit"], retried["snapshot_id"]) == (True, commit.snapshot_id)
+        assert [(r["id"], r["name"]) for r in lake.rows(table)] == rows
 
 
 def test_the_task_logs_name_no_session_or_operation_id_only_fingerprints(

@@ -8,7 +8,7 @@ meets, so the merge and audit run, the check fails, and publish never runs: main
 Then that run is repaired as a user would: cleared, its merge, audit and check run again (the
 check with a threshold the branch meets), and the merge starts the branch afresh from main.
 Before its publish, the daily maintenance DAG runs on the same table over Spark Connect (the
-merges above are spark-submit only; upkeep runs in both modes): it waits for the audited branch
+merges above run in spark-submit mode; upkeep runs in both modes): it waits for the audited branch
 and changes nothing, so the publish still fast-forwards main. Then the daily DAG, its health
 check finding small files and deletes, compacts; the weekly one's health check finds a young
 history and few manifests, so expiry and manifest rewrite are skipped, and it removes a planted

@@ -22,7 +22,7 @@ from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .postgres import PostgresServer
 from .seaweedfs_rest import SeaweedRestCatalog
-from .spark_connect import ICEBERG_4_0_VERSION, SparkConnectServer
+from .spark_connect import SERVER_ICEBERG_VERSION, SparkConnectServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPARK_PYTHON = ".spark-venv/bin/python"
@@ -102,7 +102,7 @@ def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieSe
 
 #: hadoop-aws and the AWS SDK it was built against, for S3A (``s3a://``).
 S3A_JARS = (".cache/jars/hadoop-aws-3.3.4.jar", ".cache/jars/aws-java-sdk-bundle-1.12.262.jar")
-#: Spark 4.0 runs Hadoop 3.4.1, whose hadoop-aws needs the 500 MB AWS SDK v2 bundle; hadoop-aws
+#: Spark 4.0 and 4.1 run Hadoop 3.4, whose hadoop-aws needs the 500 MB AWS SDK v2 bundle; hadoop-aws
 #: 3.3.4 (which the cache has) works on it once Hadoop 3.4's defaults that 3.3.4 cannot read are
 #: given as plain numbers (they carry units), and the credentials provider is one 3.3.4 has.
 S3A_ON_HADOOP_34 = {
@@ -128,7 +128,7 @@ def connect_rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 def spark_connect_server(
     tmp_path_factory: pytest.TempPathFactory, connect_rest_catalog: SeaweedRestCatalog
 ) -> Iterator[SparkConnectServer]:
-    """A Spark Connect server (Spark 4.0, Iceberg runtime, AWS bundle, S3A) on 127.0.0.1, for the session.
+    """A Spark Connect server (Spark 4.1, Iceberg runtime, AWS bundle, S3A) on 127.0.0.1, for the session.
 
     It starts with the test catalogs' secrets (:mod:`.connect_catalog_secrets`) and writes an event
     log, in which the tests look for them. S3A's keys are never set on the server: tests give them
@@ -138,7 +138,7 @@ def spark_connect_server(
     warehouse, ``demo_warehouse`` (an attribute of the server).
     """
     demo_warehouse = tmp_path_factory.mktemp("connect-demo-warehouse")
-    bundle = REPO_ROOT / f".cache/jars/iceberg-aws-bundle-{ICEBERG_4_0_VERSION}.jar"
+    bundle = REPO_ROOT / f".cache/jars/iceberg-aws-bundle-{SERVER_ICEBERG_VERSION}.jar"
     extra = (bundle,) if bundle.is_file() else ()
     s3a = tuple(REPO_ROOT / jar for jar in S3A_JARS)
     s3a = s3a if all(jar.is_file() for jar in s3a) else ()

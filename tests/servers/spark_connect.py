@@ -1,7 +1,9 @@
-"""A Spark Connect server from the Spark 4.0 runtime, with the Iceberg runtime, on 127.0.0.1.
+"""A Spark Connect server from the Spark 4.1 runtime, with the Iceberg runtime, on 127.0.0.1.
 
-pip's pyspark 4.0 (``.spark4-venv``) has no ``sbin/start-connect-server.sh`` but ships the
-server in ``jars/spark-connect_2.13-4.0.5.jar``; the script only runs ``spark-submit --class
+It runs the newest Spark line that has an Iceberg runtime (4.1, Iceberg 1.12.0), the server a new
+deployment starts with; the workers' client is pyspark-client 4.2, one minor ahead, as Spark
+Connect allows. pip's pyspark 4.1 (``.spark41-venv``) has no ``sbin/start-connect-server.sh`` but
+ships the server in ``jars/spark-connect_2.13-4.1.4.jar``; the script only runs ``spark-submit --class
 org.apache.spark.sql.connect.service.SparkConnectServer``, which is what this does. The Iceberg
 runtime (and the AWS bundle, for the REST catalog on S3) goes on the classpath with ``--jars``
 and Iceberg's SQL extensions into ``spark.sql.extensions``, the two things a server must start
@@ -23,23 +25,29 @@ from .process import ManagedProcess, OneProcessServer, ServerError
 from .safety_net import tracked_start
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SPARK4_VENV = REPO_ROOT / ".spark4-venv"
-#: Spark 4.0's default Iceberg release, the one a connection without iceberg_version gets.
-ICEBERG_4_0_VERSION = DEFAULT_ICEBERG_VERSIONS["4.0"]
-ICEBERG_4_0_RUNTIME = REPO_ROOT / f".cache/jars/iceberg-spark-runtime-4.0_2.13-{ICEBERG_4_0_VERSION}.jar"
+#: The Spark line the server runs, and its runtime's virtualenv (scripts/setup.sh creates it).
+SERVER_SPARK_LINE = "4.1"
+SERVER_SPARK_VENV = REPO_ROOT / ".spark41-venv"
+#: The line's default Iceberg release, the one a connection without iceberg_version gets.
+SERVER_ICEBERG_VERSION = DEFAULT_ICEBERG_VERSIONS[SERVER_SPARK_LINE]
+SERVER_ICEBERG_RUNTIME = (
+    REPO_ROOT / f".cache/jars/iceberg-spark-runtime-{SERVER_SPARK_LINE}_2.13-{SERVER_ICEBERG_VERSION}.jar"
+)
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
-def spark4_home(venv: Path = SPARK4_VENV) -> Path:
-    """The pyspark 4.0 package directory of the Spark 4.0 runtime (it has ``jars/`` and ``bin/``)."""
+def server_spark_home(venv: Path = SERVER_SPARK_VENV) -> Path:
+    """The pyspark package directory of the server's Spark runtime (it has ``jars/`` and ``bin/``)."""
     found = sorted(venv.glob("lib/python3*/site-packages/pyspark"))
     if not found:
-        raise ServerError(f"no pyspark in {venv}: scripts/setup.sh creates the Spark 4.0 runtime")
+        raise ServerError(
+            f"no pyspark in {venv}: scripts/setup.sh creates the Spark {SERVER_SPARK_LINE} runtime"
+        )
     return found[-1]
 
 
 class SparkConnectServer(OneProcessServer):
-    """Spark Connect on ``sc://127.0.0.1:<port>``, local[2], with the Iceberg 4.0 runtime.
+    """Spark Connect on ``sc://127.0.0.1:<port>``, local[2], with the Iceberg runtime of its Spark line.
 
     Attributes:
         workdir: Folder holding the server log (``spark-connect.log``) and its working files.
@@ -104,18 +112,18 @@ class SparkConnectServer(OneProcessServer):
         Raises:
             ServerError: If the runtime is missing, the server exits, or does not listen in time.
         """
-        home = spark4_home()
+        home = server_spark_home()
         server_jar = next(iter(sorted((home / "jars").glob("spark-connect_2.13-*.jar"))), None)
-        if server_jar is None or not ICEBERG_4_0_RUNTIME.is_file():
+        if server_jar is None or not SERVER_ICEBERG_RUNTIME.is_file():
             raise ServerError(
-                f"the Spark 4.0 runtime needs jars/spark-connect_2.13-*.jar and {ICEBERG_4_0_RUNTIME}: "
-                "scripts/setup.sh installs both"
+                f"the Spark {SERVER_SPARK_LINE} runtime needs jars/spark-connect_2.13-*.jar and "
+                f"{SERVER_ICEBERG_RUNTIME}: scripts/setup.sh installs both"
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        jars = ",".join(str(jar) for jar in (ICEBERG_4_0_RUNTIME, *self.extra_jars))
+        jars = ",".join(str(jar) for jar in (SERVER_ICEBERG_RUNTIME, *self.extra_jars))
         argv = [
-            SPARK4_VENV / "bin/spark-submit",
+            SERVER_SPARK_VENV / "bin/spark-submit",
             "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer",
             "--name",
@@ -142,7 +150,7 @@ class SparkConnectServer(OneProcessServer):
         env = {
             **os.environ,
             "SPARK_HOME": str(home),
-            "PYSPARK_PYTHON": str(SPARK4_VENV / "bin/python"),
+            "PYSPARK_PYTHON": str(SERVER_SPARK_VENV / "bin/python"),
             "SPARK_LOCAL_IP": LOOPBACK,
         }
         self.process = ManagedProcess(

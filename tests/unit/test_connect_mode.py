@@ -6,6 +6,7 @@ The real server tests are in tests/integration/test_spark_connect.py; these pin 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from unittest import mock
 
@@ -15,7 +16,12 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_iceberg.catalog.spark_settings import SparkSettings
 from airflow_iceberg.exceptions import InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs.spec.request import JobRequest
-from airflow_iceberg.operators import IcebergAppendOperator, IcebergMergeOperator
+from airflow_iceberg.operators import (
+    IcebergAppendOperator,
+    IcebergDeleteOperator,
+    IcebergMergeOperator,
+    IcebergRemoveOrphanFilesOperator,
+)
 from airflow_iceberg.operators.connect import (
     PROGRESS_INTERVAL_KEY,
     ConnectJob,
@@ -77,6 +83,30 @@ def test_session_settings_are_the_catalogs_and_the_users_without_server_only_one
 
 
 def test_jvm_only_features_are_refused_before_any_session_opens(connect_connections):
+    orphans = IcebergRemoveOrphanFilesOperator(
+        task_id="orphans", table="db.t", older_than="2024-01-01T00:00:00+00:00", allow_recent_files=True
+    )
+    with (
+        mock.patch.object(ConnectJob, "run") as run,
+        mock.patch.object(SparkSubmitOperator, "execute") as submit,
+        pytest.raises(InvalidSpecError, match=r"demo\.db\.t: orphan-file removal with allow_recent_files is"),
+    ):
+        orphans.execute({})
+    run.assert_not_called()
+    submit.assert_not_called()
+
+
+def test_sql_commits_reach_the_job_over_connect_which_asks_the_server(connect_connections):
+    """The operator cannot know the server's versions: MERGE and DELETE go to the job, which refuses
+    an old server (:func:`test_a_sql_commit_is_refused_on_a_server_that_would_commit_it_untagged`)."""
+    seen = []
+
+    def run(self, settings, request: JobRequest, user_conf, tries):
+        seen.append(type(request.spec).__name__)
+        with open(request.result_file, "w") as handle:
+            json.dump({"status": "success", "table": "demo.db.t", "snapshot_id": 1}, handle)
+        return 0
+
     merge = IcebergMergeOperator(
         task_id="merge",
         table="db.t",
@@ -84,14 +114,64 @@ def test_jvm_only_features_are_refused_before_any_session_opens(connect_connecti
         keys=["id"],
         clauses=[{"when": "matched", "then": "delete"}],
     )
-    with (
-        mock.patch.object(ConnectJob, "run") as run,
-        mock.patch.object(SparkSubmitOperator, "execute") as submit,
-        pytest.raises(InvalidSpecError, match=r"demo\.db\.t: MERGE INTO is spark-submit only"),
-    ):
+    delete = IcebergDeleteOperator(task_id="delete", table="db.t", condition="id = 1")
+    with mock.patch.object(ConnectJob, "run", run), mock.patch.object(SparkSubmitOperator, "execute"):
         merge.execute({})
-    run.assert_not_called()
-    submit.assert_not_called()
+        delete.execute({})
+    assert seen == ["MergeSpec", "DeleteSpec"]
+
+
+@pytest.mark.parametrize(
+    ("spark_version", "iceberg_version", "refused"),
+    [
+        ("4.1.4", "1.12.0", None),
+        ("4.0.1", "1.11.0", None),
+        (
+            "4.0.1",
+            "1.10.2",
+            "needs Iceberg 1.11 or later on the server, and demo.db.t's catalog runs Iceberg 1.10.2",
+        ),
+        ("3.5.7", "1.12.0", "needs a server on Spark 4.0 or later, and this one runs Spark 3.5.7"),
+        ("4.1.4", None, "the server does not tell which release demo.db.t's catalog runs"),
+    ],
+)
+def test_a_sql_commit_is_refused_on_a_server_that_would_commit_it_untagged(
+    spark_version, iceberg_version, refused
+):
+    from airflow_iceberg.jobs import session_commit_tags
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+
+    spec = DeleteSpec("demo.db.t", condition="id = 1").validated()
+    spark = mock.Mock(version=spark_version)
+    with (
+        mock.patch.object(session_commit_tags.connect, "is_connect", return_value=True),
+        mock.patch.object(session_commit_tags, "runtime_version", return_value=iceberg_version) as asked,
+    ):
+        if refused is None:
+            session_commit_tags.require_session_tags(spark, spec)
+        else:
+            with pytest.raises(InvalidSpecError, match=re.escape(refused)) as error:
+                session_commit_tags.require_session_tags(spark, spec)
+            assert str(error.value).startswith("DELETE FROM over Spark Connect")
+            assert str(error.value).endswith("Nothing was changed")
+    asked.assert_called_once_with(spark, "demo.db.t")
+    spark.sql.assert_not_called()  # nothing ran on the session but the question
+
+
+def test_only_sql_commits_ask_the_server():
+    from airflow_iceberg.jobs import session_commit_tags
+    from tests.jobs.helpers import write_spec
+
+    spark = mock.Mock(version="3.5.7")
+    with (
+        mock.patch.object(session_commit_tags.connect, "is_connect", return_value=True),
+        mock.patch.object(session_commit_tags, "runtime_version", return_value="1.4.0") as asked,
+    ):
+        session_commit_tags.require_session_tags(spark, write_spec("demo.db.t", "create", "SELECT 1 AS id"))
+        with pytest.raises(InvalidSpecError, match=r"^a create partitioned by truncate\(W, col\)"):
+            spec = write_spec("demo.db.t", "create", "SELECT 'a' AS s", partition_by=["truncate(2, s)"])
+            session_commit_tags.require_session_tags(spark, spec)
+    asked.assert_called_once()
 
 
 def test_bad_input_fails_before_any_session_opens(connect_connections):
