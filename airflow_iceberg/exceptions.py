@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowFailException
-
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 
 __all__ = [
     "CatalogSettingsConflictError",
-    "IcebergAuditFailedError",
     "IcebergJobError",
     "InvalidCatalogConfigError",
     "InvalidSpecError",
@@ -25,7 +22,3 @@ class CatalogSettingsConflictError(ValueError):
 
 class IcebergJobError(RuntimeError):
     """The PySpark job ran but reported a failure (bad table state, Spark error); the table is unchanged."""
-
-
-class IcebergAuditFailedError(AirflowFailException):
-    """An audit found broken rules; the message lists each. Never retried: the same snapshot fails again."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_iceberg.exceptions import IcebergAuditFailedError
+from airflow.sdk.exceptions import AirflowFailException
+
 from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
@@ -19,6 +20,14 @@ from airflow_iceberg.timestamps import to_snapshot_id
 
 #: The XCom key of the report: the task's return value, pushed before a failed audit fails.
 REPORT_KEY = "return_value"
+
+
+class IcebergAuditFailedError(AirflowFailException):
+    """An audit found broken rules; the message lists each. Never retried: the same snapshot fails again.
+
+    Defined here, not in :mod:`airflow_iceberg.exceptions`, which the job package (without
+    Airflow) imports too.
+    """
 
 
 class IcebergAuditOperator(IcebergSparkSubmitOperator):

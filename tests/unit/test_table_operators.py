@@ -599,7 +599,7 @@ def _run_audit(op, report: dict, ti: _RecordingTaskInstance):
 def test_a_failed_audit_pushes_its_report_then_fails_without_retry_listing_every_broken_rule(catalog):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_iceberg.exceptions import IcebergAuditFailedError
+    from airflow_iceberg.operators.audit import IcebergAuditFailedError
 
     report = {
         "table": "demo.db.t",
