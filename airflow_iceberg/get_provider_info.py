@@ -191,6 +191,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_iceberg.operators.write",
                     "airflow_iceberg.operators.read",
+                    "airflow_iceberg.operators.audit",
                     "airflow_iceberg.operators.merge",
                     "airflow_iceberg.operators.branches",
                     "airflow_iceberg.operators.maintenance",

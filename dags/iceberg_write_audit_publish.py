@@ -2,37 +2,52 @@
 
 The story: an orders table that analysts query all day must never show a bad load. Each run
 merges the day's changes (new orders, corrections, cancellations) into a branch
-``audit_<date>`` created from ``main``: readers of the table see nothing yet. An audit read of
-the branch counts the rows that break the rules, a plain Python task checks that count, and only
-then is ``main`` fast-forwarded to the audited snapshot (one atomic commit) and the branch
-dropped. The published snapshot is tagged ``eod_<date>`` for 30 days, so expiry keeps it for
-time travel.
-If the check fails, publishing never runs: ``main`` is untouched, and the branch stays for
-inspection. To repair, fix the source and clear the run: the merge starts the branch afresh
-from ``main`` (``reset_branch``), so the audit sees ``main`` plus the new merge only, never the
-failed one.
+``audit_<date>`` created from ``main``: readers of the table see nothing yet. The audit checks
+the branch against declarative rules (at least one row, no NULL key or date, unique order ids,
+no order dated after the run's day, and at most ``max_bad_rows`` rows with a non-positive amount
+or no customer) on the one snapshot the branch points at, and names that snapshot. Only then is
+``main`` fast-forwarded to exactly the audited snapshot (one atomic commit; a commit that landed
+on the branch after the audit is refused, not published unaudited) and the branch dropped. The
+published snapshot is tagged ``eod_<date>`` for 30 days, so expiry keeps it for time travel.
+
+A person can stand between audit and publish: trigger the run with ``require_approval`` true
+and it waits, after the audit passed, for someone to approve the audited snapshot (Airflow's
+Required Actions page, or the REST API's ``hitlDetails``). Approve, and it publishes; reject,
+and publish is skipped, ``main`` untouched; no answer in 12 hours fails the wait, and nothing
+is published. The default is false, so scheduled runs publish unattended: ``approval_required``
+then skips the approval task alone, and publish (``none_failed``) follows the audit.
+
+If the audit fails, it lists every broken rule, its report stays in XCom, and publishing never
+runs: ``main`` is untouched, and the branch stays for inspection. The audit is not retried (the
+same snapshot would fail again). To repair, fix the source and clear the run: the merge starts
+the branch afresh from ``main`` (``reset_branch``), so the audit sees ``main`` plus the new merge
+only, never the failed one.
 
 Connections (see README): ``iceberg_catalog_default`` and ``spark_default``.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
-from airflow.exceptions import AirflowFailException
+from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, task
 
 from airflow_iceberg.operators import (
+    IcebergAuditOperator,
     IcebergCreateTableOperator,
     IcebergMergeOperator,
     IcebergPublishOperator,
     IcebergTagOperator,
-    IcebergTimeTravelReadOperator,
 )
 
 ORDERS = "wap_demo.orders"
 BRANCH = "audit_{{ ds_nodash }}"
-#: Rows no published table may hold: the audit counts them on the branch.
-BAD_ROWS = "amount <= 0 OR customer_id IS NULL"
+#: At most ``max_bad_rows`` rows no published table should hold: the audit counts them on the branch.
+FEW_BAD_ROWS = "count_if(amount <= 0 OR customer_id IS NULL) <= {{ params.max_bad_rows }}"
+#: The audit's snapshot, from its XCom report: what approval shows and publish pins.
+AUDITED_SNAPSHOT = "{{ ti.xcom_pull(task_ids='audit')['snapshot_id'] }}"
 
 #: The day's change feed (stands in for a CDC extract): corrections to orders 1 and 2, a
 #: cancellation of order 3 (op 'D'), and two new orders of the day.
@@ -52,7 +67,12 @@ with DAG(
     schedule="@daily",
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
-    params={"max_bad_rows": Param(0, type="integer", description="bad rows the audit tolerates")},
+    params={
+        "max_bad_rows": Param(0, type="integer", description="bad rows the audit tolerates"),
+        "require_approval": Param(
+            False, type="boolean", description="wait for a person to approve the audited snapshot"
+        ),
+    },
     tags=["iceberg", "example"],
 ) as dag:
     # Stands in for the table you already have: yesterday's five orders, on main.
@@ -86,33 +106,42 @@ with DAG(
             },
         ],
     )
-    audit = IcebergTimeTravelReadOperator(task_id="audit", table=ORDERS, branch=BRANCH, filter=BAD_ROWS)
+    audit = IcebergAuditOperator(
+        task_id="audit",
+        table=ORDERS,
+        branch=BRANCH,
+        min_rows=1,
+        not_null=["order_id", "order_date"],
+        unique=["order_id"],
+        row_conditions={"no_future_orders": "order_date <= DATE'{{ ds }}'"},
+        aggregate_conditions={"few_bad_rows": FEW_BAD_ROWS},
+    )
 
-    @task
-    def check_audit(audit_result: dict, merge_result: dict, params: dict | None = None) -> dict:
-        """Fail the run, so nothing is published, unless the audit read the merge and found no bad rows."""
-        max_bad_rows = int((params or {}).get("max_bad_rows", 0))
-        if audit_result["snapshot_id"] != merge_result["snapshot_id"]:
-            raise AirflowFailException(
-                f"audit read snapshot {audit_result['snapshot_id']}, "
-                f"not the merge's {merge_result['snapshot_id']}"
-            )
-        if audit_result["row_count"] > max_bad_rows:
-            raise AirflowFailException(
-                f"audit failed: {audit_result['row_count']} rows match {BAD_ROWS!r} on snapshot "
-                f"{audit_result['snapshot_id']} (at most {max_bad_rows} allowed); main is unchanged"
-            )
-        return {"audited_snapshot_id": audit_result["snapshot_id"], "bad_rows": audit_result["row_count"]}
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def approval_required(params: dict | None = None) -> bool:
+        """Skip only the approval task unless the run asks for one; publish still follows the audit."""
+        return bool((params or {}).get("require_approval"))
 
-    checked = check_audit(audit.output, merge_changes.output)
+    approve_publish = ApprovalOperator(
+        task_id="approve_publish",
+        subject="Publish the audited orders of {{ ds }} to main?",
+        body=(
+            f"The audit of `{ORDERS}` branch `{BRANCH}` passed on snapshot {AUDITED_SNAPSHOT} "
+            "({{ ti.xcom_pull(task_ids='audit')['row_count'] }} rows). Approve to publish exactly "
+            "that snapshot; reject to leave main as it is (the branch stays for inspection)."
+        ),
+        response_timeout=timedelta(hours=12),
+    )
     # Publish exactly the audited snapshot: a commit that lands on the branch after the audit is
-    # refused, not published unaudited.
+    # refused, not published unaudited. After an approval, or straight after the audit when none
+    # was asked for (the skipped approval does not stop it); never after a failed audit.
     publish = IcebergPublishOperator(
         task_id="publish",
         table=ORDERS,
         branch=BRANCH,
-        expected_snapshot_id="{{ ti.xcom_pull(task_ids='check_audit')['audited_snapshot_id'] }}",
+        expected_snapshot_id=AUDITED_SNAPSHOT,
         drop_branch=True,
+        trigger_rule="none_failed",
     )
     # Tag the snapshot published, not whatever main points at by then (another writer's commit).
     tag_end_of_day = IcebergTagOperator(
@@ -123,4 +152,5 @@ with DAG(
         retain_days=30,
     )
 
-    create_orders >> merge_changes >> audit >> checked >> publish >> tag_end_of_day
+    create_orders >> merge_changes >> audit >> approval_required() >> approve_publish >> publish
+    audit >> publish >> tag_end_of_day

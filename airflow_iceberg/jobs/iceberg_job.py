@@ -25,6 +25,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airflow_iceberg.jobs import connect, upkeep
+from airflow_iceberg.jobs.audits import audit_table
 from airflow_iceberg.jobs.branches import tag_snapshot
 from airflow_iceberg.jobs.lineage import describe_lineage
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
@@ -33,6 +34,7 @@ from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.rollback import rollback
 from airflow_iceberg.jobs.session_commit_tags import require_session_tags
+from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.reads import ReadSpec
@@ -109,6 +111,7 @@ OTHER_ACTIONS: dict[type, Callable[..., dict[str, Any]]] = {
     RewriteDataFilesSpec: upkeep.rewrite_data_files,
     RewriteManifestsSpec: upkeep.rewrite_manifests,
     RewritePositionDeletesSpec: upkeep.rewrite_position_deletes,
+    AuditSpec: audit_table,  # reads only: no commit, no ref moved
 }
 
 

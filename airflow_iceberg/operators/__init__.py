@@ -1,5 +1,6 @@
-"""Operators that run Iceberg writes, row-level changes, reads, branches and upkeep through spark-submit."""
+"""Operators that run Iceberg writes, row-level changes, reads, audits, branches and upkeep."""
 
+from airflow_iceberg.operators.audit import IcebergAuditOperator
 from airflow_iceberg.operators.branches import IcebergPublishOperator, IcebergTagOperator
 from airflow_iceberg.operators.health import IcebergTableHealthOperator
 from airflow_iceberg.operators.maintenance import (
@@ -26,6 +27,7 @@ from airflow_iceberg.operators.write import (
 
 __all__ = [
     "IcebergAppendOperator",
+    "IcebergAuditOperator",
     "IcebergCreateTableOperator",
     "IcebergDeleteOperator",
     "IcebergExpireSnapshotsOperator",

@@ -1,18 +1,24 @@
 """The write-audit-publish example DAG, run by real Airflow with spark-submit, checked with pyiceberg.
 
-One full run tells the success story: the merge lands on a branch only, the audit reads that
-branch, the check passes, main is fast-forwarded to the merge's snapshot, the branch is dropped
-and the snapshot tagged. A second run takes the failure path cheaply: the table is kept (its
-create task is marked successful without running) and the check is given a threshold no branch
-meets, so the merge and audit run, the check fails, and publish never runs: main is untouched.
-Then that run is repaired as a user would: cleared, its merge, audit and check run again (the
-check with a threshold the branch meets), and the merge starts the branch afresh from main.
+One full run tells the success story: the merge lands on a branch only, the audit checks that
+branch's snapshot, no approval is asked for (the default), main is fast-forwarded to the merge's
+snapshot, the branch is dropped and the snapshot tagged. A second run takes the failure path
+cheaply: the table is kept (its create task is marked successful without running) and the audit
+is given a threshold no branch meets, so the merge and audit run, the audit fails, and publish
+never runs: main is untouched. Then that run is repaired as a user would: cleared, its merge and
+audit run again (the audit with a threshold the branch meets), and the merge starts the branch
+afresh from main.
 Before its publish, the daily maintenance DAG runs on the same table over Spark Connect (the
 merges above run in spark-submit mode; upkeep runs in both modes): it waits for the audited branch
 and changes nothing, so the publish still fast-forwards main. Then the daily DAG, its health
 check finding small files and deletes, compacts; the weekly one's health check finds a young
 history and few manifests, so expiry and manifest rewrite are skipped, and it removes a planted
 orphan file.
+
+Then the real scheduler (api-server, scheduler and dag-processor, LocalExecutor) runs the same
+DAG file twice, with no scheduled runs: a run that asks for approval waits, audited, until the
+test approves through the REST API's ``hitlDetails``, and publishes exactly the audited snapshot
+(main untouched while it waited); a run whose audit fails publishes nothing and asks no one.
 """
 
 from __future__ import annotations
@@ -20,19 +26,21 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import urllib.request
 from datetime import datetime, timezone
 
 import pytest
 
 from scripts.show_table import load_table
-from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
+from tests.integration.airflow_runner import REPO, hadoop_catalog_connection, spark_connection
+from tests.integration.airflow_services import AirflowDeployment
 
 DAG_ID = "iceberg_write_audit_publish"
 DAILY, WEEKLY = "iceberg_maintenance_daily", "iceberg_maintenance_weekly"
-#: What a clear-and-repair needs: the check's threshold fixed. A run's conf overrides task params,
-#: so the repaired check is told not to let it (the failed run's conf set the impossible threshold).
-REPAIRED_CHECK = (
-    'check_audit:{"max_bad_rows": 0}',
+#: What a clear-and-repair needs: the audit's threshold fixed. A run's conf overrides task params,
+#: so the repaired audit is told not to let it (the failed run's conf set the impossible threshold).
+REPAIRED_AUDIT = (
+    'audit:{"max_bad_rows": 0}',
     {"AIRFLOW__CORE__DAG_RUN_CONF_OVERRIDES_PARAMS": "False"},
 )
 
@@ -54,20 +62,22 @@ def wap(airflow_runner, spark_connect_server, tmp_path_factory):
 
     success = run("2024-01-02")
     assert success.returncode == 0, (success.stdout + success.stderr)[-5000:]
+    success_states = _task_states(airflow_runner, DAG_ID, "2024-01-02")
     published = table()
     xcoms = {
         task: airflow_runner.xcom(DAG_ID, task)
-        for task in ("merge_changes", "audit", "check_audit", "publish", "tag_end_of_day")
+        for task in ("merge_changes", "audit", "publish", "tag_end_of_day")
     }
     failure = run(
         "2024-01-03", "-c", json.dumps({"max_bad_rows": -1}), "--mark-success-pattern", "create_orders"
     )
     after_failure = table()
+    failed_audit = airflow_runner.xcom(DAG_ID, "audit")
     failed_run_states = _task_states(airflow_runner, DAG_ID, "2024-01-03")
     run_id = _run_id(airflow_runner, DAG_ID, "2024-01-03")
-    check, env = REPAIRED_CHECK
+    audit, env = REPAIRED_AUDIT
     repair = airflow_runner.tasks_batch(
-        DAG_ID, run_id, "--clear", "merge_changes", "audit", check, connections=connections, env=env
+        DAG_ID, run_id, "--clear", "merge_changes", audit, connections=connections, env=env
     )
     assert repair.returncode == 0, (repair.stdout + repair.stderr)[-5000:]
     audited = table()
@@ -99,10 +109,12 @@ def wap(airflow_runner, spark_connect_server, tmp_path_factory):
     assert upkeep.returncode == 0, upkeep_output[-5000:]
     assert "Spark-Submit cmd" not in waiting_output + upkeep_output
     return {
+        "success_states": success_states,
         "published": published,
         "xcoms": xcoms,
         "failure": failure,
         "after_failure": after_failure,
+        "failed_audit": failed_audit,
         "failed_run_states": failed_run_states,
         "run_id": run_id,
         "audited": audited,
@@ -171,9 +183,28 @@ def test_audited_changes_are_published_to_main_and_tagged(wap):
     assert (merge["deleted_records"], merge["record_count_change"]) == (3, len(_rows(orders)) - 5) == (3, 1)
     assert (summary["added-position-deletes"], summary["total-records"]) == ("3", "9")
     assert summary.get("deleted-records") is None  # (pyiceberg's Summary has no working `in`)
-    assert (xcoms["audit"]["selector"], xcoms["audit"]["row_count"]) == ("branch", 0)
-    assert xcoms["audit"]["snapshot_id"] == merge["snapshot_id"]
-    assert xcoms["check_audit"] == {"audited_snapshot_id": merge["snapshot_id"], "bad_rows": 0}
+    audit = xcoms["audit"]
+    assert (audit["selector"], audit["ref"], audit["passed"]) == ("branch", "audit_20240102", True)
+    assert audit["snapshot_id"] == merge["snapshot_id"]  # the merge, and nothing else, was audited
+    assert audit["row_count"] == len(_rows(orders))
+    assert [(rule["rule"], rule["measured"]) for rule in audit["rules"]] == [
+        ("min_rows", len(_rows(orders))),
+        ("not_null", 0),
+        ("not_null", 0),
+        ("unique", 0),
+        ("row_condition", 0),
+        ("aggregate_condition", True),
+    ]
+    # No approval was asked for: only the approval task was skipped, and publish followed the audit.
+    assert wap["success_states"] == {
+        "create_orders": "success",
+        "merge_changes": "success",
+        "audit": "success",
+        "approval_required": "success",
+        "approve_publish": "skipped",
+        "publish": "success",
+        "tag_end_of_day": "success",
+    }
     publish = xcoms["publish"]
     assert (publish["previous_snapshot_id"], publish["snapshot_id"]) == (
         merge["parent_snapshot_id"],
@@ -181,7 +212,7 @@ def test_audited_changes_are_published_to_main_and_tagged(wap):
     )
     # Publish pinned the audited snapshot; the end-of-day tag names the snapshot published.
     assert (publish["already_published"], publish["branch_dropped"]) == (False, True)
-    assert publish["snapshot_id"] == xcoms["check_audit"]["audited_snapshot_id"]
+    assert publish["snapshot_id"] == audit["snapshot_id"]
     tag = xcoms["tag_end_of_day"]
     assert (tag["tag"], tag["snapshot_id"]) == ("eod_20240102", publish["snapshot_id"])
     assert tag["already_tagged"] is False
@@ -192,17 +223,26 @@ def test_a_failed_audit_leaves_main_untouched_and_the_branch_for_inspection(wap)
     assert wap["failed_run_states"] == {
         "create_orders": "success",  # marked, not run: the table of the first run is kept
         "merge_changes": "success",
-        "audit": "success",
-        "check_audit": "failed",
+        "audit": "failed",
+        "approval_required": "upstream_failed",
+        "approve_publish": "upstream_failed",
         "publish": "upstream_failed",
         "tag_end_of_day": "upstream_failed",
     }
-    assert "audit failed: 0 rows match" in wap["failure"].stdout + wap["failure"].stderr
+    output = wap["failure"].stdout + wap["failure"].stderr
+    assert "failed 1 of 6 rules; nothing downstream should publish it" in output
+    broken = (
+        "aggregate_conditions few_bad_rows: 'count_if(amount <= 0 OR customer_id IS NULL) <= -1' is False"
+    )
+    assert broken in output
+    report = wap["failed_audit"]  # pushed before the audit failed
+    assert (report["passed"], report["failures"]) == (False, [broken + ", not true"])
     refs = after.metadata.refs
     assert refs["main"].snapshot_id == before.metadata.refs["main"].snapshot_id
     assert _rows(after) == _rows(before)
     assert set(refs) == {"main", "eod_20240102", "audit_20240103"}
     branch_head = after.snapshot_by_id(refs["audit_20240103"].snapshot_id)  # the merge, on the branch only
+    assert report["snapshot_id"] == branch_head.snapshot_id
     assert branch_head.parent_snapshot_id == refs["main"].snapshot_id
     assert branch_head.summary["airflow-iceberg.commit-id"].startswith(f"{DAG_ID}:merge_changes:")
 
@@ -314,3 +354,180 @@ def test_weekly_upkeep_over_connect_removes_the_stray_file_and_keeps_every_row(w
     assert not stray.exists()
     assert _rows(wap["after_upkeep"]) == _rows(wap["after_publish"])
     assert orphans["snapshot_id"] == wap["after_upkeep"].metadata.refs["main"].snapshot_id
+
+
+# ---------------------------------------------------------------- under the real scheduler
+
+RUN_TIMEOUT_SECONDS = 600
+APPROVED_DAY, FAILING_DAY = "2024-01-02", "2024-01-03"
+
+
+def _rest(airflow: AirflowDeployment, method: str, path: str, body: dict | None = None) -> dict:
+    """One call of the deployment's REST API (the all-admins auth manager needs no token)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{airflow.env['AIRFLOW__API__PORT']}/api/v2{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def _trigger(airflow: AirflowDeployment, day: str, conf: dict) -> str:
+    run = _rest(
+        airflow, "POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": conf}
+    )
+    return run["dag_run_id"]
+
+
+def _run_states(airflow: AirflowDeployment, run_id: str) -> dict[str, str | None]:
+    rows = airflow.query(
+        "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id
+    )
+    return dict(rows)
+
+
+def _finished(airflow: AirflowDeployment, run_id: str) -> str:
+    def state() -> str | None:
+        [(found,)] = airflow.query(
+            "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id
+        )
+        return found if found in ("success", "failed") else None
+
+    return airflow.wait_for(state, f"run {run_id} to finish", RUN_TIMEOUT_SECONDS)
+
+
+def _run_xcom(airflow: AirflowDeployment, run_id: str, task_id: str):
+    rows = airflow.query(
+        "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = 'return_value'",
+        DAG_ID,
+        run_id,
+        task_id,
+    )
+    return json.loads(rows[0][0]) if rows else None
+
+
+@pytest.fixture(scope="module")
+def scheduled(tmp_path_factory):
+    """Under the real scheduler: an approved run that publishes, then a run whose audit fails."""
+    home = tmp_path_factory.mktemp("wap_deployment")
+    warehouse = tmp_path_factory.mktemp("wap_scheduled_warehouse")
+    dags = home / "dags"
+    dags.mkdir()
+    dag_file = REPO / "dags" / f"{DAG_ID}.py"
+    (dags / dag_file.name).write_text(dag_file.read_text())  # the example DAG, as it is
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(hadoop_catalog_connection(warehouse)),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",  # only the runs the test triggers
+    }
+    # No triggerer: on Airflow 3.3 an approval waits in the awaiting_input state, not deferred.
+    components = ("api-server", "scheduler", "dag-processor")
+    with AirflowDeployment.running(home, dags, env, components) as airflow:
+        airflow.wait_for(
+            lambda: airflow.query("SELECT 1 FROM dag WHERE dag_id = ?", DAG_ID), "the DAG to be parsed"
+        )
+        approved = _trigger(airflow, APPROVED_DAY, {"require_approval": True})
+        airflow.wait_for(
+            lambda: _run_states(airflow, approved).get("approve_publish") == "awaiting_input",
+            "the audited run to wait for approval",
+            RUN_TIMEOUT_SECONDS,
+        )
+        waiting = {
+            "states": _run_states(airflow, approved),
+            "table": load_table(warehouse, "wap_demo.orders"),
+        }
+        hitl = f"/dags/{DAG_ID}/dagRuns/{approved}/taskInstances/approve_publish/-1/hitlDetails"
+        waiting["request"] = _rest(airflow, "GET", hitl)
+        waiting["response"] = _rest(airflow, "PATCH", hitl, {"chosen_options": ["Approve"]})
+        approved_state = _finished(airflow, approved)
+        after_approval = load_table(warehouse, "wap_demo.orders")
+        failing = _trigger(airflow, FAILING_DAY, {"max_bad_rows": -1})
+        failing_state = _finished(airflow, failing)
+        yield {
+            "waiting": waiting,
+            "approved": {
+                "state": approved_state,
+                "states": _run_states(airflow, approved),
+                "xcoms": {
+                    task: _run_xcom(airflow, approved, task) for task in ("merge_changes", "audit", "publish")
+                },
+                "table": after_approval,
+            },
+            "failing": {
+                "state": failing_state,
+                "states": _run_states(airflow, failing),
+                "xcoms": {
+                    task: _run_xcom(airflow, failing, task)
+                    for task in ("create_orders", "merge_changes", "audit")
+                },
+                "table": load_table(warehouse, "wap_demo.orders"),
+                "log": airflow.task_log(DAG_ID, "audit"),
+            },
+        }
+
+
+def test_an_approved_run_waits_for_the_person_then_publishes_exactly_the_audited_snapshot(scheduled):
+    waiting, approved = scheduled["waiting"], scheduled["approved"]
+    audit, merge = approved["xcoms"]["audit"], approved["xcoms"]["merge_changes"]
+    assert audit["passed"] is True and audit["snapshot_id"] == merge["snapshot_id"]
+    # While it waited, the audit had passed and nothing was published: main was not the branch.
+    assert waiting["states"]["audit"] == "success" and waiting["states"]["publish"] is None
+    assert waiting["table"].metadata.refs["main"].snapshot_id == merge["parent_snapshot_id"]
+    assert waiting["table"].metadata.refs["audit_20240102"].snapshot_id == audit["snapshot_id"]
+    request = waiting["request"]
+    assert request["options"] == ["Approve", "Reject"] and request["response_received"] is False
+    assert request["subject"] == "Publish the audited orders of 2024-01-02 to main?"
+    assert f"passed on snapshot {audit['snapshot_id']} ({audit['row_count']} rows)" in request["body"]
+    assert waiting["response"]["chosen_options"] == ["Approve"]
+    # Approved: publish ran, and main is exactly the audited snapshot, read by pyiceberg.
+    assert approved["state"] == "success", approved["states"]
+    assert approved["states"] == {
+        "create_orders": "success",
+        "merge_changes": "success",
+        "audit": "success",
+        "approval_required": "success",
+        "approve_publish": "success",
+        "publish": "success",
+        "tag_end_of_day": "success",
+    }
+    orders = approved["table"]
+    assert (
+        orders.metadata.refs["main"].snapshot_id
+        == audit["snapshot_id"]
+        == approved["xcoms"]["publish"]["snapshot_id"]
+    )
+    assert "audit_20240102" not in orders.metadata.refs
+    assert _rows(orders) == [
+        (1, 11, 19.5),
+        (2, 12, 7.25),
+        (4, 14, 20.0),
+        (5, 15, 25.0),
+        (10, 14, 42.0),
+        (11, 15, 8.0),
+    ]
+
+
+def test_a_failing_audit_under_the_scheduler_publishes_nothing_and_asks_no_one(scheduled):
+    failing = scheduled["failing"]
+    assert failing["state"] == "failed"
+    assert failing["states"] == {
+        "create_orders": "success",
+        "merge_changes": "success",
+        "audit": "failed",  # once: a failed audit is not retried
+        "approval_required": "upstream_failed",
+        "approve_publish": "upstream_failed",
+        "publish": "upstream_failed",
+        "tag_end_of_day": "upstream_failed",
+    }
+    report, merge = failing["xcoms"]["audit"], failing["xcoms"]["merge_changes"]
+    assert report["passed"] is False and report["snapshot_id"] == merge["snapshot_id"]
+    assert [rule["rule"] for rule in report["rules"] if not rule["passed"]] == ["aggregate_condition"]
+    assert "failed 1 of 6 rules" in failing["log"]
+    # main is the run's freshly created table, untouched by the merge; the branch holds the merge.
+    orders = failing["table"]
+    assert orders.metadata.refs["main"].snapshot_id == failing["xcoms"]["create_orders"]["snapshot_id"]
+    assert orders.metadata.refs["audit_20240103"].snapshot_id == merge["snapshot_id"]
+    assert _rows(orders) == [(i, 10 + i, 5.0 * i) for i in range(1, 6)]

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.request import JobRequest, parse_argv
@@ -98,6 +99,37 @@ def _merge(**fields) -> MergeSpec:
         (RewriteDataFilesSpec("cat.db.t", branch="a", wait_for_branches=("a*",)), "branch or wait_for"),
         (RewriteManifestsSpec("cat.db.t", wait_for_branches=("a b",)), "not a branch name pattern"),
         (RewritePositionDeletesSpec("cat.db.t", wait_for_branches=("",)), "not a branch name pattern"),
+        (AuditSpec("cat.db.t"), "an audit needs at least one rule: give min_rows, max_rows, not_null"),
+        (AuditSpec("cat.db.t", branch="audit", not_null=(), accepted_values={}), "needs at least one rule"),
+        (AuditSpec("cat.db.t", min_rows=5, max_rows=2), "min_rows 5 is more than max_rows 2"),
+        (AuditSpec("cat.db.t", min_rows=-1), "min_rows must be a non-negative integer"),
+        (AuditSpec("cat.db.t", max_rows="ten"), "max_rows must be a non-negative integer"),
+        (AuditSpec("cat.db.t", branch="audit", tag="t", min_rows=1), "exactly one of branch, tag"),
+        (AuditSpec("cat.db.t", branch="a b", min_rows=1), "branch 'a b' is not a valid name"),
+        (AuditSpec("cat.db.t", not_null="order_id"), "not_null must be a list of column names, got str"),
+        (AuditSpec("cat.db.t", not_null=("a", "a")), "not_null names a column twice"),
+        (AuditSpec("cat.db.t", not_null=("a.b",)), "a column name is one part"),
+        (AuditSpec("cat.db.t", unique="order_id"), "unique must be a list of keys, each a column name or"),
+        (AuditSpec("cat.db.t", unique=([],)), "unique: a key needs at least one column"),
+        (AuditSpec("cat.db.t", unique=((1, 2),)), "unique: a column name is a string, got int 1"),
+        (AuditSpec("cat.db.t", accepted_values=["a"]), "accepted_values must map a column to the values"),
+        (AuditSpec("cat.db.t", accepted_values={"s": "open"}), r"\['s'\] must be a non-empty list"),
+        (AuditSpec("cat.db.t", accepted_values={"s": ()}), r"\['s'\] must be a non-empty list"),
+        (AuditSpec("cat.db.t", accepted_values={"s": (None,)}), "NULLs are the not_null rule's"),
+        (AuditSpec("cat.db.t", row_conditions=["a > 0"]), "row_conditions must map a rule name to"),
+        (AuditSpec("cat.db.t", row_conditions={"bad name": "a > 0"}), "row_conditions rule name 'bad name'"),
+        (AuditSpec("cat.db.t", row_conditions={"r": ""}), r"row_conditions\['r'\] must be a non-empty SQL"),
+        (AuditSpec("cat.db.t", row_conditions={"r": "a > 0; DROP TABLE t"}), "without ';' or SQL comments"),
+        (AuditSpec("cat.db.t", row_conditions={"r": "a > 0 -- and more"}), "without ';' or SQL comments"),
+        (AuditSpec("cat.db.t", row_conditions={"r": "a > 0 /* x */"}), "without ';' or SQL comments"),
+        (
+            AuditSpec("cat.db.t", aggregate_conditions={"a": "(WITH x AS (SELECT 1) DELETE FROM t)"}),
+            r"aggregate_conditions\['a'\] must only read, but it holds 'DELETE FROM'",
+        ),
+        (
+            AuditSpec("cat.db.t", aggregate_conditions={"a": "(FROM s INSERT INTO t SELECT *)"}),
+            "must only read, but it holds 'INSERT INTO'",
+        ),
     ],
 )
 def test_invalid_specs_name_the_problem(spec, message):
@@ -199,6 +231,20 @@ def test_merge_argv_is_exact_and_round_trips():
         WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), branch="audit_20240102"),
         WriteSpec("cat.db.t", "append", Source(query="SELECT 1"), branch="audit_1", reset_branch=True),
         OrphanFilesSpec("cat.db.t", older_than=5, dry_run=False, allow_recent_files=True),
+        AuditSpec("cat.db.t", min_rows=0),
+        AuditSpec(
+            "cat.db.t",
+            branch="audit",
+            min_rows=1,
+            max_rows=10,
+            not_null=("id", "`odd,name`"),
+            unique=(("id",), ("`odd,name`", "day")),
+            accepted_values={"status": ("open", "it's", 'say "x"'), "n": (1, 2.5, True)},
+            row_conditions={"positive": "amount > 0", "has_eq": "note = 'a=b'"},
+            aggregate_conditions={"few_bad": "count_if(amount <= 0) <= 3"},
+        ),
+        AuditSpec("cat.db.t", tag="eod", not_null=("id",)),
+        AuditSpec("cat.db.t", snapshot_id=42, max_rows=0),
     ],
 )
 def test_every_action_round_trips_through_argv(spec):

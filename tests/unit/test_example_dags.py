@@ -57,7 +57,7 @@ def test_example_dags_parse_cleanly_without_db_connections_or_heavy_imports():
     assert parsed["errors"] == {}
     assert "iceberg_daily_orders" in parsed["dags"]
     assert parsed["tasks"]["iceberg_daily_orders"] == 4
-    assert parsed["tasks"]["iceberg_write_audit_publish"] == 6
+    assert parsed["tasks"]["iceberg_write_audit_publish"] == 7
     assert parsed["tasks"]["iceberg_maintenance_daily"] == 3
     assert parsed["tasks"]["iceberg_maintenance_weekly"] == 4
     assert parsed["queries"] == []

@@ -15,6 +15,7 @@ from airflow.sdk import DAG, task
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
+    IcebergAuditOperator,
     IcebergDeleteOperator,
     IcebergExpireSnapshotsOperator,
     IcebergMergeOperator,
@@ -50,7 +51,8 @@ def _job_argv(op) -> list[str]:
     def execute(self, context):
         seen["argv"] = list(self.application_args)
         result_file = seen["argv"][seen["argv"].index("--result-file") + 1]
-        Path(result_file).write_text(json.dumps({"status": "success", "table": "demo.db.t"}))
+        # "passed": what an audit reports when its rules hold (the other operators ignore it)
+        Path(result_file).write_text(json.dumps({"status": "success", "table": "demo.db.t", "passed": True}))
 
     with mock.patch.object(SparkSubmitOperator, "execute", execute):
         op.execute({"ti": _TaskInstance()})
@@ -261,6 +263,45 @@ _VALUED = {"--result-file", "--commit-id", "--commit-property"}
             ),
             ["remove-orphan-files", "--table", "demo.db.t", "--older-than", "1704067200000", "--delete"],
         ),
+        (
+            IcebergAuditOperator(
+                task_id="t",
+                table="db.t",
+                branch="audit",
+                min_rows="1",  # what a rendered template gives
+                max_rows=100,
+                not_null=["id", "customer_id"],
+                unique=["id", ["customer_id", "day"]],
+                accepted_values={"status": ["open", "shipped"]},
+                row_conditions={"positive": "amount > 0"},
+                aggregate_conditions={"few_bad": "count_if(amount <= 0) <= 3"},
+            ),
+            [
+                "audit",
+                "--table",
+                "demo.db.t",
+                "--branch",
+                "audit",
+                "--min-rows",
+                "1",
+                "--max-rows",
+                "100",
+                "--not-null",
+                "id",
+                "--not-null",
+                "customer_id",
+                "--unique",
+                '["id"]',
+                "--unique",
+                '["customer_id", "day"]',
+                "--accepted-values",
+                '["status", ["open", "shipped"]]',
+                "--row-condition",
+                "positive=amount > 0",
+                "--aggregate-condition",
+                "few_bad=count_if(amount <= 0) <= 3",
+            ],
+        ),
     ],
     ids=lambda value: getattr(value, "task_type", None) or "",
 )
@@ -334,6 +375,14 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
         ),
         (IcebergDeleteOperator(task_id="t", table="db.t", condition="id = 1", branch=""), "branch is empty"),
         (IcebergTimeTravelReadOperator(task_id="t", table="db.t", branch=""), "branch is empty"),
+        (IcebergAuditOperator(task_id="t", table="db.t", branch="audit"), "an audit needs at least one rule"),
+        (IcebergAuditOperator(task_id="t", table="db.t", unique="id"), "unique must be a list of keys"),
+        (IcebergAuditOperator(task_id="t", table="db.t", min_rows=3, max_rows="2"), "3 is more than"),
+        (IcebergAuditOperator(task_id="t", table="db.t", branch="", min_rows=1), "branch is empty"),
+        (
+            IcebergAuditOperator(task_id="t", table="db.t", row_conditions={"r": "1 = 1; DROP TABLE db.t"}),
+            "without ';'",
+        ),
     ],
 )
 def test_bad_input_fails_before_spark_submit(catalog, op, message):
@@ -526,3 +575,71 @@ def test_connections_loading_different_runtimes_are_refused_for_spark_submit_not
     )
     with pytest.raises(ReachedTheServer):
         op.execute({"ti": _TaskInstance()})
+
+
+class _RecordingTaskInstance(_TaskInstance):
+    def __init__(self) -> None:
+        self.pushed: dict = {}
+
+    def xcom_push(self, key: str, value) -> None:
+        self.pushed[key] = value
+
+
+def _run_audit(op, report: dict, ti: _RecordingTaskInstance):
+    """Run the audit operator with spark-submit replaced by a job that reports ``report``."""
+
+    def execute(self, context):
+        argv = list(self.application_args)
+        Path(argv[argv.index("--result-file") + 1]).write_text(json.dumps({"status": "success", **report}))
+
+    with mock.patch.object(SparkSubmitOperator, "execute", execute):
+        return op.execute({"ti": ti})
+
+
+def test_a_failed_audit_pushes_its_report_then_fails_without_retry_listing_every_broken_rule(catalog):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_iceberg.operators.audit import IcebergAuditFailedError
+
+    report = {
+        "table": "demo.db.t",
+        "ref": "audit",
+        "snapshot_id": 7,
+        "passed": False,
+        "rules": [{"rule": "min_rows"}, {"rule": "not_null"}, {"rule": "unique"}],
+        "failures": ["not_null customer_id: 1 rows are NULL", "unique (id): 2 rows repeat a key"],
+    }
+    op = IcebergAuditOperator(task_id="t", table="db.t", branch="audit", not_null=["customer_id"], retries=3)
+    op.iceberg_conn_id = catalog
+    ti = _RecordingTaskInstance()
+    with pytest.raises(IcebergAuditFailedError) as failed:
+        _run_audit(op, report, ti)
+    assert isinstance(failed.value, AirflowFailException)  # Airflow fails it at once, retries or not
+    message = str(failed.value)
+    assert "audit of demo.db.t at snapshot 7 (audit) failed 2 of 3 rules" in message
+    assert "  - not_null customer_id: 1 rows are NULL\n  - unique (id): 2 rows repeat a key" in message
+    assert ti.pushed["return_value"] == {"status": "success", **report}  # pushed before it failed
+
+
+def test_a_passed_audit_returns_its_report_and_pushes_nothing_itself(catalog):
+    op = IcebergAuditOperator(task_id="t", table="db.t", min_rows=1)
+    op.iceberg_conn_id = catalog
+    ti = _RecordingTaskInstance()
+    report = {"table": "demo.db.t", "snapshot_id": 7, "passed": True, "rules": [], "failures": []}
+    assert _run_audit(op, report, ti)["snapshot_id"] == 7
+    assert ti.pushed == {}
+
+
+def test_audit_rules_render_from_params():
+    op = IcebergAuditOperator(
+        task_id="t",
+        table="db.t",
+        branch="audit_{{ ds_nodash }}",
+        max_rows="{{ params.max_rows }}",
+        aggregate_conditions={"few_bad": "count_if(amount <= 0) <= {{ params.max_bad_rows }}"},
+    )
+    params = {"max_rows": 10, "max_bad_rows": 2}
+    op.render_template_fields(context={"ti": _TaskInstance(), "ds_nodash": "20240102", "params": params})
+    spec = op.build_spec().validated()
+    assert (spec.branch, spec.max_rows) == ("audit_20240102", 10)
+    assert spec.aggregate_conditions == {"few_bad": "count_if(amount <= 0) <= 2"}

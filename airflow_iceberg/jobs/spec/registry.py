@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
 from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
@@ -33,6 +34,7 @@ ACTION_SPECS: dict[str, type[ActionSpec]] = {
         RewriteManifestsSpec,
         RewritePositionDeletesSpec,
         RollbackSpec,
+        AuditSpec,
     )
 }
 
