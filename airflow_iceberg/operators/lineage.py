@@ -12,6 +12,10 @@ Once the job has committed, that asset is attached to its alias with an event wh
 commit: snapshot id, operation, counts, commit id. Airflow then triggers every DAG scheduled on
 the asset (or on the alias).
 
+With ``partition_events`` the commit goes instead to the table's asset itself, one event per
+partition it changed, each with its ``partition_key`` (:meth:`TableLineageMixin.emit_partition_events`):
+Airflow attaches per-event keys to concrete assets only, never to an alias's events.
+
 After the commit nothing here fails the task (:meth:`TableLineageMixin.finish_lineage`): the
 table has changed, and a failed task would tell Airflow, and its retries, that it has not. An
 asset event or OpenLineage dataset that cannot be made is logged as a warning that says why and
@@ -52,6 +56,8 @@ EVENT_KEYS = (
     "total_data_files",
     "reused_earlier_commit",
 )
+#: The longest partition key Airflow stores (its ``StringID`` column).
+MAX_PARTITION_KEY_LENGTH = 250
 #: What the log says when a commit's asset event could not be added (table, reason, snapshot,
 #: asset URI, alias, extra): the commit stands, the DAGs scheduled on the asset do not run.
 SKIPPED_EVENT_WARNING = (
@@ -321,7 +327,14 @@ class TableLineageMixin:
         """
         if asset not in self.outlets:
             self.outlets = [*self.outlets, asset]
-        keys = list(commit.get("partition_keys") or [])
+        listed = list(commit.get("partition_keys") or [])
+        keys = [key for key in listed if len(key) <= MAX_PARTITION_KEY_LENGTH]
+        if len(keys) < len(listed):  # Airflow's column would refuse the whole task's events
+            self.log.warning(  # type: ignore[attr-defined]
+                "Partition keys longer than %s characters get no event: %s",
+                MAX_PARTITION_KEY_LENGTH,
+                sorted(set(listed) - set(keys)),
+            )
         if commit.get("partition_keys_error"):
             self.log.warning(  # type: ignore[attr-defined]
                 "The partitions snapshot %s of %s changed could not be listed (%s): its asset event "

@@ -245,3 +245,39 @@ def test_a_compaction_by_key_rewrites_only_that_partitions_files(spark, lake, ta
     assert [len(files[day]) for day in days] == [1, 2]  # only 2024-01-02 was compacted
     assert result["rewritten_data_files_count"] == 2
     assert changed_partition_keys(spark, table, result["snapshot_id"]) == ["2024-01-02"]
+
+
+def test_a_concurrent_commit_to_another_partition_is_not_in_the_keys(spark, lake, table, monkeypatch):
+    """Another writer commits between this job's commit and its listing: its hour is not reported."""
+    from airflow_iceberg.jobs import writes
+
+    write_table(spark, write_spec(table, "create", _events(HOURS[:1]), partition_by=("hours(event_ts)",)))
+    described = writes.result_of_write
+
+    def concurrent_commit_first(*args, **kwargs):
+        write_table(spark, write_spec(table, "append", _events(HOURS[4:])))  # 2024-01-03T00
+        return described(*args, **kwargs)
+
+    monkeypatch.setattr(writes, "result_of_write", concurrent_commit_first)
+    ours = run(
+        spark,
+        JobRequest(
+            spec=write_spec(table, "append", _events(HOURS[3:4])), commit_id="ours", partition_keys=True
+        ),
+    )
+
+    assert lake.current_snapshot_id(table) != ours["snapshot_id"]  # the other commit is newer
+    assert ours["partition_keys"] == ["2024-01-02T07"]
+    assert _changed_paths(lake, table, ours["snapshot_id"]) == {"event_ts_hour=2024-01-02-07"}
+
+
+def test_a_retry_that_finds_its_commit_reports_that_commits_partitions(spark, table):
+    write_table(spark, write_spec(table, "create", _events(HOURS[:1]), partition_by=("hours(event_ts)",)))
+    spec = write_spec(table, "append", _events(HOURS[2:3]))
+    first = run(spark, JobRequest(spec=spec, commit_id="try", partition_keys=True))
+    write_table(spark, write_spec(table, "append", _events(HOURS[4:])))
+
+    retried = run(spark, JobRequest(spec=spec, commit_id="try", reuse_commit=True, partition_keys=True))
+
+    assert retried["reused_earlier_commit"] and retried["snapshot_id"] == first["snapshot_id"]
+    assert retried["partition_keys"] == first["partition_keys"] == ["2024-01-02T06"]
