@@ -131,7 +131,9 @@ def add_partition_keys(spark: SparkSession, commits: Sequence[dict[str, Any] | N
     ``partition_keys_error``, and its asset event then carries no key.
     """
     for commit in commits:
-        if not commit or commit.get("snapshot_id") is None or not commit.get("table") or commit.get("branch"):
+        if not commit or commit.get("snapshot_id") is None or not commit.get("table"):
+            continue
+        if commit.get("branch") not in (None, "main"):  # an audit branch's commit is announced by its publish
             continue
         try:
             commit["partition_keys"] = changed_partition_keys(

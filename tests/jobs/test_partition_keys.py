@@ -255,6 +255,7 @@ def test_a_concurrent_commit_to_another_partition_is_not_in_the_keys(spark, lake
     described = writes.result_of_write
 
     def concurrent_commit_first(*args, **kwargs):
+        monkeypatch.setattr(writes, "result_of_write", described)  # the other writer's is plain
         write_table(spark, write_spec(table, "append", _events(HOURS[4:])))  # 2024-01-03T00
         return described(*args, **kwargs)
 
@@ -281,3 +282,24 @@ def test_a_retry_that_finds_its_commit_reports_that_commits_partitions(spark, ta
 
     assert retried["reused_earlier_commit"] and retried["snapshot_id"] == first["snapshot_id"]
     assert retried["partition_keys"] == first["partition_keys"] == ["2024-01-02T06"]
+
+
+def test_a_merge_and_a_delete_on_main_report_the_partitions_they_changed(spark, table):
+    """Their results name the branch they committed to, ``main`` included: main's commits are keyed."""
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+    from airflow_iceberg.jobs.spec.sources import Source
+
+    write_table(spark, write_spec(table, "create", _events(HOURS), partition_by=("days(event_ts)",)))
+    source = Source(
+        query=_events(
+            [(4, "TIMESTAMP'2024-01-02 07:59:59'", "us"), (8, "TIMESTAMP'2024-01-06 01:00:00'", "eu")]
+        )
+    )
+    merge = MergeSpec(table, source=source, keys=("id",)).validated()
+    delete = DeleteSpec(table, condition="id = 5").validated()
+
+    merged = run(spark, JobRequest(spec=merge, commit_id="m", partition_keys=True))
+    deleted = run(spark, JobRequest(spec=delete, commit_id="d", partition_keys=True))
+
+    assert merged["branch"] == "main" and merged["partition_keys"] == ["2024-01-02", "2024-01-06"]
+    assert deleted["partition_keys"] == ["2024-01-03"]
