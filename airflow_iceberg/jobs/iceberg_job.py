@@ -30,6 +30,7 @@ from airflow_iceberg.jobs.branches import tag_snapshot
 from airflow_iceberg.jobs.lineage import describe_lineage
 from airflow_iceberg.jobs.maintenance import remove_orphan_files
 from airflow_iceberg.jobs.merges import delete_from, merge_into
+from airflow_iceberg.jobs.partitions import add_partition_keys
 from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.rollback import rollback
@@ -123,13 +124,16 @@ def run(spark: SparkSession, request: JobRequest) -> dict[str, Any]:
     if kind in REF_ACTIONS:
         return REF_ACTIONS[kind](spark, request.spec, request.commit_id, reuse_commit=request.reuse_commit)
     action = COMMITTING_ACTIONS[kind]
-    return action(
+    result = action(
         spark,
         request.spec,
         request.commit_id,
         request.commit_properties,  # type: ignore[arg-type]
         reuse_commit=request.reuse_commit,
     )
+    if request.partition_keys:  # a read's own snapshot is what it read; its sink's is its commit
+        add_partition_keys(spark, [result.get("sink") if kind is ReadSpec else result])
+    return result
 
 
 #: Spark Connect error classes that mean the server no longer has the task's session.

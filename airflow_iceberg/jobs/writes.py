@@ -155,6 +155,21 @@ def check_source_fits_table(spark: SparkSession, spec: WriteSpec, columns: Seque
         )
 
 
+def check_source_within_condition(df: DataFrame, condition: str) -> None:
+    """Refuse a source with a row outside ``condition``: an overwrite of one partition must not write others.
+
+    Spark's ``overwrite(condition)`` deletes what matches and appends every source row, wherever
+    it falls (Iceberg does not check the added files against the filter). The check reads the
+    source once more, up to the first such row.
+    """
+    matches = user_sql.expression(condition, "overwrite condition")
+    if df.filter(~F.coalesce(matches, F.lit(False))).limit(1).count():
+        raise SchemaMismatchError(
+            f"the source has rows outside the partition being overwritten ({condition}); a write of "
+            "one partition replaces that partition only: select only its rows"
+        )
+
+
 def check_validate_from(spark: SparkSession, spec: WriteSpec) -> None:
     """An unknown validate-from-snapshot-id would fail at commit time, after all the data is written."""
     value = option_value(spec.write_options, "validate-from-snapshot-id")
@@ -232,6 +247,8 @@ def write_table(
     else:
         check_source_fits_table(spark, spec, df.columns)
         check_validate_from(spark, spec)
+        if spec.source_within_condition:
+            check_source_within_condition(df, str(spec.condition))
     if spec.created_with_sql:
         properties = snapshot_properties_for(spec.write_options, commit_id, commit_properties)
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))

@@ -78,6 +78,11 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         task instance (dag, task, run, map index); a retry of a try that committed and then died
         finds that commit and returns it instead of writing again. Set False to write again when
         a task instance is cleared and re-run on purpose.
+    :param partition_events: Emit one asset event per partition each commit changed, with its
+        Airflow ``partition_key`` (``2024-01-02T05`` for ``hours(ts)``, ``2024-01-02`` for
+        ``days(d)``), for DAGs on a ``PartitionedAssetTimetable``. Such events do not trigger
+        DAGs with a plain asset schedule. Default False: one event per commit, without a key
+        (see docs/assets-and-lineage.md).
 
     Set ``writes_table = True`` on a subclass that commits to ``table``: the table becomes an
     outlet (an asset alias at parse time, the ``iceberg://`` asset and its commit at run time).
@@ -99,6 +104,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         extra_iceberg_conn_ids: Sequence[str] | str = (),
         name: str = DEFAULT_JOB_NAME,
         idempotent: bool = True,
+        partition_events: bool = False,
         **kwargs: Any,
     ) -> None:
         for reserved in ("application", "application_args"):
@@ -111,6 +117,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         self.iceberg_conn_id = iceberg_conn_id
         self.extra_iceberg_conn_ids = extra_iceberg_conn_ids
         self.idempotent = idempotent
+        self.partition_events = partition_events
         self.declare_table_assets()
 
     # ------------------------------------------------------------------ what subclasses provide
@@ -172,6 +179,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 commit_id=self._commit_id(context),
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
+                partition_keys=self.partition_events,
                 # Over Spark Connect the secrets go straight from memory to the session.
                 secret_conf_file=None
                 if over_connect

@@ -12,6 +12,10 @@ Once the job has committed, that asset is attached to its alias with an event wh
 commit: snapshot id, operation, counts, commit id. Airflow then triggers every DAG scheduled on
 the asset (or on the alias).
 
+With ``partition_events`` the commit goes instead to the table's asset itself, one event per
+partition it changed, each with its ``partition_key`` (:meth:`TableLineageMixin.emit_partition_events`):
+Airflow attaches per-event keys to concrete assets only, never to an alias's events.
+
 After the commit nothing here fails the task (:meth:`TableLineageMixin.finish_lineage`): the
 table has changed, and a failed task would tell Airflow, and its retries, that it has not. An
 asset event or OpenLineage dataset that cannot be made is logged as a warning that says why and
@@ -52,6 +56,8 @@ EVENT_KEYS = (
     "total_data_files",
     "reused_earlier_commit",
 )
+#: The longest partition key Airflow stores (its ``StringID`` column).
+MAX_PARTITION_KEY_LENGTH = 250
 #: What the log says when a commit's asset event could not be added (table, reason, snapshot,
 #: asset URI, alias, extra): the commit stands, the DAGs scheduled on the asset do not run.
 SKIPPED_EVENT_WARNING = (
@@ -151,6 +157,9 @@ class TableLineageMixin:
     writes_table: ClassVar[bool] = False
     #: The task's ``table`` is read: declare it as an inlet.
     reads_table: ClassVar[bool] = False
+    #: Emit one event per partition a commit changed, with its ``partition_key``, on the table's
+    #: asset itself (:meth:`emit_partition_events`), instead of one event per commit on the alias.
+    partition_events: bool = False
 
     table: str
     iceberg_conn_id: str
@@ -288,7 +297,10 @@ class TableLineageMixin:
                 if written.uri is None:
                     raise ValueError("no asset URI was named for it before the job ran")
                 asset = Asset(name=written.uri, uri=written.uri)
-                outlet_events[AssetAlias(written.alias)].add(asset, extra=extra)
+                if self.partition_events:
+                    self.emit_partition_events(outlet_events, asset, commit, extra)
+                else:
+                    outlet_events[AssetAlias(written.alias)].add(asset, extra=extra)
             except Exception as error:
                 self.log.warning(  # type: ignore[attr-defined]
                     SKIPPED_EVENT_WARNING,
@@ -301,6 +313,41 @@ class TableLineageMixin:
                 )
                 continue
             self.log.info("Asset event for %s: %s (alias %s)", table, written.uri, written.alias)  # type: ignore[attr-defined]
+
+    def emit_partition_events(
+        self, outlet_events: Any, asset: Any, commit: Mapping[str, Any], extra: dict[str, Any]
+    ) -> None:
+        """One event on the table's asset per partition key of the commit, each with the commit's extra.
+
+        Airflow attaches per-event partition keys only to a concrete asset among the task's
+        outlets: an alias event takes the run's own key (``add_partitions`` refuses an alias). The
+        URI is only known now, so the asset joins the outlets now; Airflow reads them when the task
+        succeeds. A commit without keys (an unpartitioned table, a spec of buckets only) is one
+        event, which Airflow gives the run's partition key, if the run has one.
+        """
+        if asset not in self.outlets:
+            self.outlets = [*self.outlets, asset]
+        listed = list(commit.get("partition_keys") or [])
+        keys = [key for key in listed if len(key) <= MAX_PARTITION_KEY_LENGTH]
+        if len(keys) < len(listed):  # Airflow's column would refuse the whole task's events
+            self.log.warning(  # type: ignore[attr-defined]
+                "Partition keys longer than %s characters get no event: %s",
+                MAX_PARTITION_KEY_LENGTH,
+                sorted(set(listed) - set(keys)),
+            )
+        if commit.get("partition_keys_error"):
+            self.log.warning(  # type: ignore[attr-defined]
+                "The partitions snapshot %s of %s changed could not be listed (%s): its asset event "
+                "carries no partition key, so DAGs on a PartitionedAssetTimetable do not see it",
+                commit.get("snapshot_id"),
+                extra.get("table"),
+                commit["partition_keys_error"],
+            )
+        accessor = outlet_events[asset]
+        accessor.extra = {**extra, "partition_count": len(keys)}
+        if keys:
+            accessor.add_partitions(keys)
+        self.log.info("Asset events for %s: %s, partitions %s", extra.get("table"), asset.uri, keys or "none")  # type: ignore[attr-defined]
 
     def finish_lineage(self, context: Context, plan: LineagePlan, spec: Any, result: dict[str, Any]) -> None:
         """After a successful job: emit asset events and keep the OpenLineage datasets. Never raises.

@@ -26,6 +26,7 @@ from airflow_iceberg.catalog.iceberg_runtimes import release
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.iceberg_runtime import FIRST_ICEBERG_WITH_BRANCH_COMPACTION
 from airflow_iceberg.jobs.spec.branches import RollbackSpec
+from airflow_iceberg.jobs.spec.partition_keys import partition_condition
 from airflow_iceberg.jobs.spec.upkeep import (
     ExpireSnapshotsSpec,
     OrphanFilesSpec,
@@ -180,6 +181,10 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         patterns (e.g. ``"audit_*"``) waits to be published. Not with ``branch``. (templated)
     :param branch: Compact this branch, which must exist, instead of ``main``, e.g.
         ``"audit_{{ ds_nodash }}"``. Iceberg 1.11 or later. (templated)
+    :param partition_key: Compact only this time partition: an Airflow partition key,
+        ``2024-01-02T05``, ``2024-01-02``, ``2024-01`` or ``2024``, usually ``"{{ partition_key }}"``.
+        ANDed with ``where``. (templated)
+    :param partition_column: The DATE or TIMESTAMP column ``partition_key`` selects on. (templated)
     """
 
     template_fields: Sequence[str] = (
@@ -188,6 +193,8 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         "where",
         "options",
         "branch",
+        "partition_key",
+        "partition_column",
     )
 
     def __init__(
@@ -198,9 +205,13 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
         where: str | None = None,
         options: Mapping[str, Any] | None = None,
         branch: str | None = None,
+        partition_key: str | None = None,
+        partition_column: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.partition_key = partition_key
+        self.partition_column = partition_column
         self.strategy = strategy
         self.sort_order = sort_order
         self.where = where
@@ -212,7 +223,7 @@ class IcebergRewriteDataFilesOperator(_RewriteOperator):
             table=self.table,
             strategy=self.strategy,
             sort_order=self.sort_order or None,
-            where=self.where or None,
+            where=partition_condition(self.partition_key, self.partition_column, self.where or None),
             options=as_dict(self.options, "options"),
             wait_for_branches=self.branch_patterns(),
             branch=self._branch_to_compact(),

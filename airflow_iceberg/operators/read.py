@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.partition_keys import partition_condition
 from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
@@ -38,6 +39,11 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
     :param sink_path_mode: Spark save mode for ``sink_path``: ``error`` (default), ``overwrite``,
         ``append`` or ``ignore``.
     :param preview_rows: Also return up to this many rows in the XCom (0 to 1000). Default 0.
+    :param partition_key: Read only the rows of this time partition: an Airflow partition key,
+        ``2024-01-02T05`` (an hour), ``2024-01-02`` (a day), ``2024-01`` or ``2024``, usually
+        ``"{{ partition_key }}"`` in a partition-scoped DAG. ANDed with ``filter``. (templated)
+    :param partition_column: The DATE or TIMESTAMP column ``partition_key`` selects on, the
+        table's partition column (``event_ts`` for ``hours(event_ts)``). (templated)
     """
 
     reads_table = True
@@ -48,6 +54,8 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         "filter",
         "sink_table",
         "sink_path",
+        "partition_key",
+        "partition_column",
     )
 
     def __init__(
@@ -62,9 +70,13 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
         sink_format: str = "parquet",
         sink_path_mode: str = "error",
         preview_rows: int = 0,
+        partition_key: str | None = None,
+        partition_column: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.partition_key = partition_key
+        self.partition_column = partition_column
         self.read_options = read_options
         self.columns = columns
         self.filter = filter
@@ -95,7 +107,7 @@ class IcebergReadOperator(IcebergSparkSubmitOperator):
             table=self.table,
             read_options=as_dict(self.read_options, "read_options"),
             columns=tuple(as_list(self.columns, "columns")),
-            filter=self.filter or None,
+            filter=partition_condition(self.partition_key, self.partition_column, self.filter or None),
             sink_table=self.sink_table or None,
             sink_mode=self.sink_mode,
             sink_path=self.sink_path or None,

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.spec.action import ActionSpec
+from airflow_iceberg.jobs.spec.partition_keys import partition_condition
 from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.spec.writes import CREATE_MODES, WriteSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
@@ -191,15 +192,44 @@ class IcebergOverwritePartitionsOperator(IcebergWriteOperator):
 class IcebergOverwriteOperator(IcebergWriteOperator):
     """Delete the rows matching ``condition`` and write the new rows, atomically (``overwrite(expr)``).
 
+    Give ``condition``, or ``partition_key`` and ``partition_column`` to replace exactly one time
+    partition: the condition is then that partition's range, and a source row outside it fails
+    the write before any file is written (Spark would append it wherever it falls).
+
     :param condition: A Spark SQL boolean expression, e.g. ``"day = DATE'2024-01-02'"``. (templated)
+    :param partition_key: Replace this time partition: an Airflow partition key, ``2024-01-02T05``
+        (an hour), ``2024-01-02`` (a day), ``2024-01`` or ``2024``, usually ``"{{ partition_key }}"``
+        in a partition-scoped DAG. (templated)
+    :param partition_column: The DATE or TIMESTAMP column the table is partitioned by
+        (``event_ts`` for ``hours(event_ts)``). (templated)
     """
 
     mode = "overwrite"
-    template_fields: Sequence[str] = (*IcebergWriteOperator.template_fields, "condition")
+    template_fields: Sequence[str] = (
+        *IcebergWriteOperator.template_fields,
+        "condition",
+        "partition_key",
+        "partition_column",
+    )
 
-    def __init__(self, *, condition: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        condition: str | None = None,
+        partition_key: str | None = None,
+        partition_column: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.condition = condition
+        self.partition_key = partition_key
+        self.partition_column = partition_column
 
     def build_spec(self) -> WriteSpec:
-        return dataclasses.replace(super().build_spec(), condition=self.condition)
+        if (self.partition_key is None) == (not self.condition):
+            raise InvalidSpecError("give condition or partition_key (with partition_column), not both")
+        return dataclasses.replace(
+            super().build_spec(),
+            condition=partition_condition(self.partition_key, self.partition_column, self.condition or None),
+            source_within_condition=self.partition_key is not None,
+        )

@@ -154,6 +154,15 @@ class AirflowDeployment:
 
         return self.wait_for(finished, f"a finished run of {dag_id}", timeout)
 
+    def rest(self, method: str, path: str, body: Any = None) -> Any:
+        """The decoded JSON answer of the REST API (the all-admins auth manager needs no token)."""
+        data = None if body is None else json.dumps(body).encode()
+        url = f"http://127.0.0.1:{self.env['AIRFLOW__API__PORT']}{path}"
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read() or b"null")
+
     def xcom(self, dag_id: str, task_id: str) -> Any:
         rows = self.query(
             "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'",

@@ -22,6 +22,7 @@ import json
 import os
 import time
 import urllib.parse
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,7 @@ def deployment(tmp_path_factory):
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
         # written as a user would write it; Airflow normalises it through our sanitize handler
         "ASSET_TEST_WAREHOUSE": f"file://{warehouse}/",
+        "ICEBERG_DEMO_WAREHOUSE": f"file://{warehouse}",  # the example DAG's consumer asset
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
             {"type": "file", "log_file_path": str(lineage_file), "append": True}
         ),
@@ -166,6 +168,109 @@ def _rescheduled_pokes(airflow: AirflowDeployment) -> int:
     return rows[0][0] if rows else 0
 
 
+HOURLY, DAILY, SETUP = (
+    "iceberg_hourly_page_views",
+    "iceberg_daily_page_view_report",
+    "iceberg_page_views_setup",
+)
+#: The producer runs the test triggers, and the day each belongs to (the daily consumer's key).
+HOURS = {"2024-01-02T05": "2024-01-02", "2024-01-03T07": "2024-01-03"}
+
+
+def _runs_by_key(airflow: AirflowDeployment, dag_id: str) -> dict[str, list[tuple[str, str]]]:
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for run_id, state, key in airflow.query(
+        "SELECT run_id, state, partition_key FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id
+    ):
+        runs.setdefault(key, []).append((run_id, state))
+    return runs
+
+
+def _finished(airflow: AirflowDeployment, dag_id: str, keys) -> dict[str, list[tuple[str, str]]] | None:
+    runs = _runs_by_key(airflow, dag_id)
+    done = all(k in runs and all(state in ("success", "failed") for _, state in runs[k]) for k in keys)
+    return runs if done else None
+
+
+@pytest.fixture(scope="module")
+def partitioned_runs(deployment):
+    """The example pair: two hourly producer runs on two days, then the daily consumer's runs.
+
+    The producer's runs are triggered with their partition keys through the REST API, as a
+    backfill or a re-delivery would. Its scheduler-made run (the latest hour) runs before the
+    table exists and fails; it is not one of the keys checked.
+    """
+    airflow, warehouse, *_ = deployment
+    airflow.wait_for(
+        lambda: (
+            len(airflow.query("SELECT dag_id FROM dag WHERE dag_id IN (?, ?, ?)", SETUP, HOURLY, DAILY)) == 3
+        ),
+        "the example partition DAGs to be parsed",
+    )
+    started = time.monotonic()
+    airflow.cli("dags", "trigger", SETUP)
+    assert airflow.wait_for_dag_run(SETUP, RUN_TIMEOUT_SECONDS)[1] == "success", airflow.logs()
+    for hour in HOURS:
+        airflow.rest("POST", f"/api/v2/dags/{HOURLY}/dagRuns", {"logical_date": None, "partition_key": hour})
+    produced = airflow.wait_for(
+        lambda: _finished(airflow, HOURLY, HOURS), "the hourly runs", 2 * RUN_TIMEOUT_SECONDS
+    )
+    assert all(state == "success" for k in HOURS for _, state in produced[k]), (
+        airflow.task_log(HOURLY, "load_hour")[-5000:] + airflow.logs()
+    )
+    consumed = airflow.wait_for(
+        lambda: _finished(airflow, DAILY, HOURS.values()), "the daily runs", 2 * RUN_TIMEOUT_SECONDS
+    )
+    print(f"partitioned producer and consumer runs finished in {time.monotonic() - started:.0f}s")
+    return airflow, warehouse, produced, consumed
+
+
+def _read_of(airflow: AirflowDeployment, run_id: str) -> dict[str, Any]:
+    ((value,),) = airflow.query(
+        "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'read_day' "
+        "AND key = 'return_value'",
+        DAILY,
+        run_id,
+    )
+    return json.loads(value)
+
+
+def test_each_day_the_hourly_commits_touched_is_one_consumer_run_that_reads_exactly_that_day(
+    partitioned_runs,
+):
+    airflow, warehouse, _, consumed = partitioned_runs
+    table = load_table(warehouse, "db.page_views")
+    for day in HOURS.values():
+        ((run_id, state),) = consumed[day]  # one run per day, each with the day as its key
+        assert state == "success", airflow.task_log(DAILY, "read_day")[-5000:]
+        read = _read_of(airflow, run_id)
+        rows = table.scan(snapshot_id=read["snapshot_id"]).to_arrow().to_pylist()
+        of_the_day = sorted(
+            r["viewed_at"].replace(tzinfo=None) for r in rows if r["viewed_at"].date().isoformat() == day
+        )
+        assert len(rows) > len(of_the_day) == 12  # the other day was there too, and not read
+        assert read["row_count"] == 12
+        read_times = [
+            datetime.fromisoformat(str(r["viewed_at"])).replace(tzinfo=None) for r in read["preview"]
+        ]
+        assert sorted(read_times) == of_the_day  # the job's session is in UTC, as the test's tables
+
+
+def test_the_rest_api_shows_each_commits_hour_as_its_asset_events_partition_key(partitioned_runs):
+    airflow, warehouse, produced, _ = partitioned_runs
+    (asset,) = airflow.rest("GET", "/api/v2/assets?uri_pattern=db/page_views")["assets"]
+    events = airflow.rest("GET", f"/api/v2/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+    by_key = {event["partition_key"]: event for event in events if event["source_dag_id"] == HOURLY}
+    table = load_table(warehouse, "db.page_views")
+    for hour in HOURS:
+        event = by_key[hour]
+        ((run_id, _),) = produced[hour]
+        assert event["source_run_id"] == run_id
+        committed = table.snapshot_by_id(event["extra"]["snapshot_id"])
+        assert committed.summary["airflow-iceberg.commit-id"] == event["extra"]["commit_id"]
+        assert event["extra"]["partition_count"] == 1
+
+
 def test_the_sensor_fired_in_the_triggerer_on_the_outside_commit_that_passes_its_filters(deployment):
     airflow, _, _, tagged, *_ = deployment
     event = airflow.xcom(SENSOR, SENSOR_TASK)
@@ -219,7 +324,7 @@ def test_a_commit_schedules_one_consumer_run_that_reads_that_snapshot(deployment
 
     ((uri, extra),) = airflow.query(
         "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
-        "WHERE asset.uri LIKE 'iceberg://hadoop/%'"
+        "WHERE asset.uri LIKE 'iceberg://hadoop/db/events?%'"
     )
     assert uri == f"iceberg://hadoop/db/events?warehouse=file%3A%2F%2F{str(warehouse).replace('/', '%2F')}"
     extra = json.loads(extra)
@@ -237,7 +342,7 @@ def test_documented_asset_event_keys(deployment):
     airflow, *_ = deployment
     ((extra,),) = airflow.query(
         "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
-        "WHERE asset.uri LIKE 'iceberg://hadoop/%'"
+        "WHERE asset.uri LIKE 'iceberg://hadoop/db/events?%'"
     )
     shown = documented_keys(snippet("docs/assets-and-lineage.md", '"commit_id":'))
     assert shown == set(json.loads(extra)), shown ^ set(json.loads(extra))

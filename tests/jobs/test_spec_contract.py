@@ -37,6 +37,13 @@ WRITE_SPECS = [
         write_options={"snapshot-property.owner": "etl"},
     ),
     WriteSpec("lake.db.t", "append", QUERY, merge_schema=True),
+    WriteSpec(  # a write of one partition, by its key: rows outside the condition are refused
+        "lake.db.t",
+        "overwrite",
+        QUERY,
+        condition="`ts` >= '2024-01-01 00:00:00+00:00' AND `ts` < '2024-01-02 00:00:00+00:00'",
+        source_within_condition=True,
+    ),
     WriteSpec("lake.db.t", "append", Source(table="other.db.s")),
     WriteSpec(
         "lake.db.t", "append", Source(path="/in/*.csv", format="csv", options={"header": "true", "sep": "="})
@@ -116,6 +123,18 @@ def test_every_option_of_the_matrix_round_trips_through_argv(spec):
         commit_properties={"airflow.dag-id": "d"},
     )
     assert parse_argv(request.to_argv()) == request
+
+
+def test_the_partition_keys_request_round_trips_through_argv():
+    request = JobRequest(spec=WRITE_SPECS[0].validated(), partition_keys=True)
+    assert "--partition-keys" in request.to_argv()
+    assert parse_argv(request.to_argv()) == request
+    assert not parse_argv(JobRequest(spec=WRITE_SPECS[0].validated()).to_argv()).partition_keys
+
+
+def test_source_within_condition_needs_an_overwrite_condition():
+    with pytest.raises(InvalidSpecError, match="source_within_condition needs the condition"):
+        WriteSpec("lake.db.t", "append", QUERY, source_within_condition=True).validated()
 
 
 def test_new_read_fields_have_their_own_flags():

@@ -31,6 +31,9 @@ def test_asset_dags_parse_without_db_connections_or_heavy_imports():
         "iceberg_asset_producer",
         "iceberg_asset_watcher",
         "iceberg_asset_watermark",
+        "iceberg_daily_page_view_report",  # dags/iceberg_hourly_partitions.py, linked in
+        "iceberg_hourly_page_views",
+        "iceberg_page_views_setup",
         "iceberg_snapshot_sensor",
         "iceberg_snapshot_sensor_rescheduled",
     ]

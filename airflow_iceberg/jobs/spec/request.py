@@ -36,6 +36,9 @@ class JobRequest:
     #: A JSON file of secret Spark settings (catalog credentials), readable only by the submitting
     #: user. Only its path travels in argv; the values never do.
     secret_conf_file: str | None = None
+    #: Add the keys of the partitions each commit changed to the result (``partition_keys``), for
+    #: asset events with a ``partition_key`` (:mod:`airflow_iceberg.jobs.partitions`).
+    partition_keys: bool = False
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
@@ -47,6 +50,8 @@ class JobRequest:
             argv += ["--commit-id", self.commit_id]
         if self.reuse_commit:
             argv += ["--reuse-commit"]
+        if self.partition_keys:
+            argv += ["--partition-keys"]
         argv += pairs_argv("--commit-property", self.commit_properties)
         return argv + self.spec.to_argv()
 
@@ -57,6 +62,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--secret-conf-file")
     parser.add_argument("--commit-id")
     parser.add_argument("--reuse-commit", action="store_true")
+    parser.add_argument("--partition-keys", action="store_true")
     parser.add_argument("--commit-property", type=parse_pair, action="append", default=[])
     add_action_parsers(parser)
     return parser
@@ -70,7 +76,7 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
         raise InvalidSpecError("--reuse-commit needs --commit-id, which identifies the earlier commit")
     return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
                       commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit,
-                      secret_conf_file=args.secret_conf_file)
+                      secret_conf_file=args.secret_conf_file, partition_keys=args.partition_keys)
 
 
 def dump_result(result: Mapping[str, object]) -> str:

@@ -85,6 +85,9 @@ class WriteSpec(ActionSpec):
     branch: str | None = None
     #: Point ``branch`` at ``main``'s current snapshot before writing, dropping what it held.
     reset_branch: bool = False
+    #: Every source row must satisfy ``condition`` (an overwrite of one partition, by its key):
+    #: a row outside it fails the write before any file is written, instead of landing elsewhere.
+    source_within_condition: bool = False
 
     def validated(self) -> WriteSpec:
         """Return a copy with normalised options, or raise :class:`InvalidSpecError` naming the field."""
@@ -103,10 +106,7 @@ class WriteSpec(ActionSpec):
                 f"table_properties apply when a table is created ({', '.join(CREATE_MODES)}), "
                 f"not in mode {self.mode!r}"
             )
-        if (self.mode == "overwrite") != (self.condition is not None):
-            raise InvalidSpecError("condition is required by mode 'overwrite' and only allowed there")
-        if self.condition is not None:
-            validate_condition(self.condition)
+        self._check_condition()
         if self.branch is not None:
             self._check_branch()
         elif self.reset_branch:
@@ -125,6 +125,14 @@ class WriteSpec(ActionSpec):
             table_properties=validate_options(self.table_properties, "table property"),
             write_options=write_options,
         )
+
+    def _check_condition(self) -> None:
+        if (self.mode == "overwrite") != (self.condition is not None):
+            raise InvalidSpecError("condition is required by mode 'overwrite' and only allowed there")
+        if self.condition is not None:
+            validate_condition(self.condition)
+        elif self.source_within_condition:
+            raise InvalidSpecError("source_within_condition needs the condition of mode 'overwrite'")
 
     def _check_branch(self) -> None:
         validate_name(self.branch, "branch")
@@ -181,6 +189,8 @@ class WriteSpec(ActionSpec):
             argv += ["--branch", self.branch]
         if self.reset_branch:
             argv += ["--reset-branch"]
+        if self.source_within_condition:
+            argv += ["--source-within-condition"]
         return argv
 
     @staticmethod
@@ -195,6 +205,7 @@ class WriteSpec(ActionSpec):
         parser.add_argument("--merge-schema", action="store_true")
         parser.add_argument("--branch")
         parser.add_argument("--reset-branch", action="store_true")
+        parser.add_argument("--source-within-condition", action="store_true")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> WriteSpec:
@@ -209,4 +220,5 @@ class WriteSpec(ActionSpec):
             merge_schema=args.merge_schema,
             branch=args.branch,
             reset_branch=args.reset_branch,
+            source_within_condition=args.source_within_condition,
         )

@@ -1,0 +1,1 @@
+../../../dags/iceberg_hourly_partitions.py
