@@ -306,14 +306,16 @@ def check_connect_server_command(words: list[str]) -> str:
 
     confs = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--conf")
     assert confs["spark.sql.extensions"] == ICEBERG_EXTENSIONS
-    runtime = runtime_coordinate(config_from_fields({"spark_version": "4.0", "warehouse": "/wh"}))
+    from tests.servers.spark_connect import SERVER_SPARK_LINE, SERVER_SPARK_VENV  # the docs' server
+
+    runtime = runtime_coordinate(config_from_fields({"spark_version": SERVER_SPARK_LINE, "warehouse": "/wh"}))
     if "--packages" in words:
         assert runtime in words[words.index("--packages") + 1].split(","), runtime
     if "--jars" in words:
-        artifact = runtime.split(":", 1)[1].replace(":", "-")  # iceberg-spark-runtime-4.0_2.13-1.10.2
+        artifact = runtime.split(":", 1)[1].replace(":", "-")  # iceberg-spark-runtime-4.1_2.13-1.12.0
         assert words[words.index("--jars") + 1] == f"{artifact}.jar"
         jar = words[-1].rsplit("/", 1)[-1]
-        assert list((REPO / ".spark4-venv").glob(f"lib/python3*/site-packages/pyspark/jars/{jar}")), jar
+        assert list(SERVER_SPARK_VENV.glob(f"lib/python3*/site-packages/pyspark/jars/{jar}")), jar
     return "Spark Connect server start"
 
 
