@@ -32,7 +32,7 @@ from airflow_iceberg.jobs.commits import (
     with_commit_properties,
 )
 from airflow_iceberg.jobs.connect import committing
-from airflow_iceberg.jobs.session_commit_tags import without_metadata_only_delete
+from airflow_iceberg.jobs.session_commit_tags import require_row_level_delete, without_metadata_only_delete
 from airflow_iceberg.jobs.spec.identifiers import parse_column, quote_identifier, quote_name
 from airflow_iceberg.jobs.spec.row_changes import SOURCE_ALIAS, TARGET_ALIAS, DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.table_state import SchemaMismatchError, TableStateError, find_commit, require_table
@@ -309,7 +309,9 @@ def delete_from(
     rows had to be read). Only a condition Spark folds to false (``1 = 0``) makes none. Over
     Spark Connect a condition that covers whole files still reads them (or, merge-on-read, writes
     deletes for their rows): the metadata-only delete would commit without the commit id
-    (:func:`~airflow_iceberg.jobs.session_commit_tags.without_metadata_only_delete`).
+    (:func:`~airflow_iceberg.jobs.session_commit_tags.without_metadata_only_delete`), and a
+    condition Spark proves holds for every row (``true``) is refused there before anything runs
+    (:func:`~airflow_iceberg.jobs.session_commit_tags.require_row_level_delete`).
     """
     ref = spec.branch or "main"
     # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
@@ -319,6 +321,7 @@ def delete_from(
     commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
+    require_row_level_delete(spark, spec.table, spec.condition)
     sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
     with (
         branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties),

@@ -16,7 +16,9 @@ It would commit without the commit id, and a retry could not find it. Over Conne
 that optimizer rule for the statement (:func:`without_metadata_only_delete`): Spark then runs the
 row-level delete, whose commit reads the session's properties. It reads the files the condition
 covers (copy-on-write) or writes a delete for each of their rows (merge-on-read) instead of
-dropping them from the metadata: the price of a commit a retry can find.
+dropping them from the metadata: the price of a commit a retry can find. A condition Spark proves
+holds for every row (``true``, ``1 = 1``) has no tagged plan at all, and is refused
+(:func:`require_row_level_delete`).
 
 An older server, Spark 3.5 (Iceberg's 3.5 runtime never reads the session settings) or Iceberg
 before 1.11, would commit untagged: the job refuses there, before anything runs
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.iceberg_runtime import runtime_version
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
+from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.spec.writes import WriteSpec
 
@@ -143,6 +146,32 @@ def without_metadata_only_delete(spark: SparkSession) -> Iterator[None]:
     with _restoring(spark, previous):
         spark.conf.set(EXCLUDED_RULES, ",".join([*rules, METADATA_ONLY_DELETE_RULE]))
         yield
+
+
+def require_row_level_delete(spark: SparkSession, table: str, condition: str) -> None:
+    """Over Spark Connect, refuse a DELETE whose condition Spark proves holds for every row.
+
+    Neither of Spark's plans for it can be tagged. A condition that is the literal ``true`` is no
+    row-level delete at all: Spark hands it to the table's truncate (``SparkTable.deleteWhere``),
+    untagged, whatever optimizer rule is excluded. One that folds to true (``1 = 1``,
+    ``id IS NOT NULL`` on a required column) is, but with the metadata-only delete excluded the
+    optimizer prunes the read of the rows to keep to an empty relation, and Iceberg's
+    copy-on-write commit then replaces no file: a tagged commit that deletes nothing. Asked of
+    the server before anything runs: the plan of the rows such a delete would keep.
+    """
+    if not connect.is_connect(spark):
+        return
+    query = f"SELECT * FROM {quote_identifier(table)} WHERE NOT (({condition}) <=> true)"
+    plan = str(spark.sql(f"EXPLAIN EXTENDED {query}").first()[0])
+    optimized = plan.split("== Optimized Logical Plan ==")[-1].split("== Physical Plan ==")[0]
+    if optimized.strip().startswith("LocalRelation <empty>"):
+        raise InvalidSpecError(
+            f"the delete condition {condition!r} holds for every row of {table}, and over Spark Connect "
+            "Spark commits such a DELETE without the commit id (its metadata-only delete) or deletes "
+            "nothing (its row-level delete then reads no file), so a retry could not find it; delete by "
+            "a condition on the rows' values, or use a spark-submit connection (conn_type 'spark') for "
+            "this task. Nothing was changed"
+        )
 
 
 def _settings(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:

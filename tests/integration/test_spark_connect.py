@@ -206,6 +206,39 @@ def test_merge_delete_and_ctas_over_connect_carry_the_commit_id_and_leave_the_se
     assert "airflow-iceberg.commit-id" not in lake.summary(table)
 
 
+@pytest.mark.parametrize(
+    ("mode", "condition"), [("copy-on-write", "true"), ("merge-on-read", "TRUE"), ("copy-on-write", "1 = 1")]
+)
+def test_a_delete_whose_condition_holds_for_every_row_is_refused_over_connect_before_anything_runs(
+    connect_lake, table, mode, condition
+):
+    """``WHERE true`` is no row-level delete in Spark (it goes to the table's truncate,
+    ``SparkTable.deleteWhere``: it committed untagged, and the job said it had not committed);
+    ``1 = 1`` folds to true, and with the metadata-only delete excluded Spark's copy-on-write read
+    is pruned away: a tagged commit that deleted nothing. A condition on the values that happens
+    to hold for every row is a row-level delete, tagged, and deletes them all."""
+    from airflow_iceberg.jobs.merges import delete_from
+    from airflow_iceberg.jobs.session_commit_tags import EXCLUDED_RULES, SESSION_PROPERTY_PREFIX
+    from airflow_iceberg.jobs.spec.row_changes import DeleteSpec
+    from airflow_iceberg.jobs.writes import write_table
+
+    spark, lake = connect_lake
+    table = f"{table}_{uuid.uuid4().hex[:6]}"  # the parameters would share the fixture's name
+    rows = values_query([(1, "a", "x"), (2, "b", "x"), (3, "c", "y")], "id, name, part")
+    properties = {"write.delete.mode": mode, "format-version": "2"}
+    write_table(spark, write_spec(table, "create", rows, partition_by=["part"], table_properties=properties))
+    before = lake.state(table)
+    with pytest.raises(InvalidSpecError, match=r"holds for every row of .*Nothing was changed"):
+        delete_from(spark, DeleteSpec(table, condition=condition).validated(), "every", TASK_PROPERTIES)
+    assert lake.state(table) == before and lake.ids(table) == [1, 2, 3]
+    assert not [k for k in spark.conf.getAll if k.startswith(SESSION_PROPERTY_PREFIX) or k == EXCLUDED_RULES]
+    values = DeleteSpec(table, condition="id >= 1").validated()
+    deleted = delete_from(spark, values, "delete-all", TASK_PROPERTIES, reuse_commit=True)
+    (commit,) = _tagged(lake, table, "delete-all")
+    assert (deleted["committed"], deleted["snapshot_id"]) == (True, commit.snapshot_id)
+    assert commit.snapshot_id == lake.current_snapshot_id(table) and lake.ids(table) == []
+
+
 def test_a_delete_the_server_cannot_tell_it_would_tag_is_refused_before_anything_runs(connect_lake, tmp_path):
     """The session catalog does not answer ``system.iceberg_version()``: its release is unknown, and
     an untagged commit is what a retry cannot find, so the job refuses before looking at the table."""
