@@ -49,6 +49,7 @@ from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin
 from airflow_iceberg.operators.rendered import as_list
+from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
 from airflow_iceberg.operators.spark_defaults import deployment_property
 from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
 
@@ -151,6 +152,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         spec = self.build_spec().validated()  # bad input fails here, before any JVM starts
+        if problem := reserved_conf_problem(self.conf):
+            raise InvalidSpecError(f"{spec.table}: {problem}")
         settings = self.catalog_settings()
         spec = self.qualify_spec(spec, settings.catalog_names).validated()
         configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}

@@ -383,6 +383,36 @@ def test_merge_and_delete_carry_the_commit_id_and_airflow_identity(catalog):
             IcebergAuditOperator(task_id="t", table="db.t", row_conditions={"r": "1 = 1; DROP TABLE db.t"}),
             "without ';'",
         ),
+        # session settings Iceberg copies into every commit's summary, or that redirect every write
+        (
+            IcebergAppendOperator(
+                task_id="t",
+                table="db.t",
+                source_query="SELECT 1",
+                conf={"spark.sql.iceberg.snapshot-property.airflow-iceberg.commit-id": "forged"},
+            ),
+            "would stamp the snapshot-summary key 'airflow-iceberg.commit-id'",
+        ),
+        (
+            IcebergMergeOperator(
+                task_id="t",
+                table="db.t",
+                source_table="db.s",
+                keys=["id"],
+                conf={"spark.sql.iceberg.snapshot-property.airflow.task-id": "other"},
+            ),
+            "'airflow.task-id'",
+        ),
+        (
+            IcebergDeleteOperator(
+                task_id="t", table="db.t", condition="id = 1", conf={"spark.wap.branch": "b"}
+            ),
+            "conf 'spark.wap.branch' redirects every write",
+        ),
+        (
+            IcebergRewriteDataFilesOperator(task_id="t", table="db.t", conf={"spark.wap.id": "x"}),
+            "conf 'spark.wap.id' redirects",
+        ),
     ],
 )
 def test_bad_input_fails_before_spark_submit(catalog, op, message):
@@ -643,3 +673,19 @@ def test_audit_rules_render_from_params():
     spec = op.build_spec().validated()
     assert (spec.branch, spec.max_rows) == ("audit_20240102", 10)
     assert spec.aggregate_conditions == {"few_bad": "count_if(amount <= 0) <= 2"}
+
+
+def test_a_snapshot_property_of_the_users_own_is_kept(catalog):
+    """Only the keys the provider writes are refused: a team's own summary tag still reaches Spark."""
+    op = IcebergAppendOperator(
+        task_id="t",
+        table="db.t",
+        source_query="SELECT 1",
+        iceberg_conn_id=catalog,
+        conf={"spark.sql.iceberg.snapshot-property.team": "finance"},
+    )
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(AssertionError, match="spark-submit ran"),
+    ):
+        op.execute({"ti": _TaskInstance()})
