@@ -81,7 +81,7 @@ def planned_rules(frame: DataFrame, spec: AuditSpec) -> tuple[list[dict[str, Any
         duplicates = count - F.count_distinct(F.struct(*columns))  # a struct of NULLs is one value
         planned.append(({"rule": "unique", "columns": list(key)}, duplicates))
     for column, values in spec.accepted_values.items():
-        outside = ~_column(frame, column, "accepted_values").isin(*values)  # NULL: neither in nor out
+        outside = _outside(frame, column, values)
         planned.append(
             ({"rule": "accepted_values", "column": column, "values": list(values)}, F.count_if(outside))
         )
@@ -136,6 +136,21 @@ def _column(frame: DataFrame, column: str, what: str) -> Column:
             f"{', '.join(frame.columns)}"
         ) from None
     return col
+
+
+def _outside(frame: DataFrame, column: str, values: tuple[Any, ...]) -> Column:
+    """True where ``column`` holds a value outside ``values`` (NULL: neither in nor out), analysed
+    before the scan so that values Spark cannot compare with the column fail naming the rule."""
+    outside = ~_column(frame, column, "accepted_values").isin(*values)
+    try:
+        _ = frame.select(outside).schema  # analysis only: reads nothing
+    except AnalysisException as error:
+        kind = frame.select(quote_column(column, "accepted_values")).schema.fields[0].dataType
+        raise InvalidSpecError(
+            f"accepted_values[{column!r}]: the values {list(values)!r} cannot be compared with the column, "
+            f"a {kind.simpleString()}: {_first_line(error)}"
+        ) from None
+    return outside
 
 
 def _boolean(frame: DataFrame, condition: str, what: str, *, aggregate: bool) -> Column:

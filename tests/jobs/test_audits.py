@@ -171,6 +171,11 @@ def test_a_tag_or_a_snapshot_id_is_audited_as_named(spark, lake, table):
         ({"not_null": ("nope",)}, "not_null: 'nope' is not a column of the audited snapshot"),
         ({"unique": (("id", "nope"),)}, "unique: 'nope' is not a column"),
         ({"accepted_values": {"nope": ("a",)}}, "accepted_values: 'nope' is not a column"),
+        # a value Spark cannot compare with the column: refused before the scan, not an error inside it
+        (
+            {"accepted_values": {"status": (True, False)}},
+            "accepted_values['status']: the values [True, False] cannot be compared with the column",
+        ),
         ({"row_conditions": {"r": "nope > 0"}}, "row_conditions['r'] 'nope > 0' does not fit"),
         ({"row_conditions": {"r": "amount + 1"}}, "must be true or false, but it is decimal(3,1)"),
         ({"aggregate_conditions": {"a": "amount > 0"}}, "an aggregate condition is over aggregates"),
