@@ -12,9 +12,12 @@ import pytest
 from airflow_iceberg.jobs import audits
 from airflow_iceberg.jobs.audits import audit_table
 from airflow_iceberg.jobs.iceberg_job import run
+from airflow_iceberg.jobs.merges import merge_into
 from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.row_changes import MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
@@ -110,6 +113,66 @@ def test_every_rule_kind_fails_on_the_bad_branch_with_what_it_measured(spark, la
         "aggregate_condition",
     ]
     assert lake.state(table) == before
+
+
+def test_a_merge_on_read_branch_with_delete_files_is_measured_as_pyiceberg_reads_it(spark, lake, table):
+    """The example DAG merges with merge-on-read: the audit must see the rows the position deletes
+    leave (pyiceberg applies them independently), not the data files' raw contents."""
+    modes = {f"write.{kind}.mode": "merge-on-read" for kind in ("merge", "delete", "update")}
+    start = [(1, 11, 5.0, "open"), (2, 12, 7.5, "open"), (3, 13, 1.0, "lost"), (4, None, 2.0, "open")]
+    write_table(
+        spark,
+        write_spec(
+            table, "create", values_query(start, COLUMNS), table_properties={"format-version": "2", **modes}
+        ),
+    )
+    # On the branch: delete 3 (the only 'lost'), give 4 a customer, update 1 to an unknown status,
+    # insert 5 (a negative amount), and 6 and 7 without a customer, so the NULL customer repeats.
+    changes = [
+        (3, 13, 1.0, "lost", "D"),
+        (4, 14, 2.0, "shipped", "U"),
+        (1, 16, 5.0, "x", "U"),
+        (5, 15, -1.0, "open", "I"),
+        (6, None, 3.0, "open", "I"),
+        (7, None, 3.0, "open", "I"),
+    ]
+    clauses = (
+        {"when": "matched", "condition": "s.op = 'D'", "then": "delete"},
+        {"when": "matched", "then": "update", "set": {"customer_id": "s.customer_id", "status": "s.status"}},
+        {"when": "not_matched", "then": "insert", "values": {c: f"s.{c}" for c in COLUMNS.split(", ")}},
+    )
+    source = Source(query=values_query(changes, f"{COLUMNS}, op"))
+    merge_into(
+        spark, MergeSpec(table, source=source, keys=("id",), clauses=clauses, branch="audit").validated()
+    )
+    head = lake.branch_head(table, "audit")
+    assert int(lake.summary(table, head)["total-position-deletes"]) >= 1  # deletes are in delete files
+    spec = AuditSpec(
+        table=table,
+        branch="audit",
+        not_null=("customer_id",),
+        unique=(("id",), ("customer_id",), ("status",)),
+        accepted_values={"status": ("open", "shipped")},
+        row_conditions={"positive": "amount > 0"},
+        aggregate_conditions={"revenue": "sum(amount) > 19"},
+    )
+    report = audit_table(spark, spec.validated())
+    rows = lake.rows(table, head)  # pyiceberg, with the delete files applied
+    column = {name: [row[name] for row in rows] for name in ("id", "customer_id", "status")}
+    assert report["snapshot_id"] == head and report["row_count"] == len(rows) == 6
+    assert (
+        [rule["measured"] for rule in report["rules"]]
+        == [
+            column["customer_id"].count(None),  # 6 and 7
+            len(rows) - len(set(column["id"])),
+            len(rows) - len(set(column["customer_id"])),  # the two NULLs count as one key, as in GROUP BY
+            len(rows) - len(set(column["status"])),
+            sum(status not in ("open", "shipped") for status in column["status"]),
+            sum(not row["amount"] > 0 for row in rows),
+            sum(row["amount"] for row in rows) > 19,  # 19.5
+        ]
+        == [2, 0, 1, 3, 1, 1, True]
+    )
 
 
 def test_min_rows_and_a_null_condition_fail(spark, lake, table):
