@@ -46,8 +46,9 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
     per broken rule.
 
     :param branch: Audit the head of this branch. (templated)
-    :param tag: Audit the snapshot this tag points at. (templated)
-    :param snapshot_id: Audit this snapshot. (templated)
+    :param tag: Audit the snapshot this tag points at; one that renders empty is refused, not
+        read as ``main`` (as for ``branch``). (templated)
+    :param snapshot_id: Audit this snapshot; one that renders empty is refused. (templated)
     :param min_rows: The snapshot holds at least this many rows. (templated)
     :param max_rows: The snapshot holds at most this many rows. (templated)
     :param not_null: Columns that hold no NULL. (templated)
