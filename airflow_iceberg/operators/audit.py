@@ -54,8 +54,9 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
     :param not_null: Columns that hold no NULL. (templated)
     :param unique: Keys no two rows share: each a column or a list of columns; NULLs count as
         equal, as in ``GROUP BY``. (templated)
-    :param accepted_values: Column -> the values it may hold (strings, numbers, booleans); a NULL
-        is neither accepted nor refused (``not_null`` is for those). (templated)
+    :param accepted_values: Column -> the values it may hold, in the column's kind (strings,
+        numbers, booleans, dates and timestamps as text); a NULL is neither accepted nor refused
+        (``not_null`` is for those). (templated)
     :param row_conditions: Rule name -> a Spark SQL boolean expression every row must satisfy; a
         row where it is NULL does not. (templated)
     :param aggregate_conditions: Rule name -> a Spark SQL boolean expression over aggregates of

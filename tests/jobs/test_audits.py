@@ -234,11 +234,14 @@ def test_a_tag_or_a_snapshot_id_is_audited_as_named(spark, lake, table):
         ({"not_null": ("nope",)}, "not_null: 'nope' is not a column of the audited snapshot"),
         ({"unique": (("id", "nope"),)}, "unique: 'nope' is not a column"),
         ({"accepted_values": {"nope": ("a",)}}, "accepted_values: 'nope' is not a column"),
-        # a value Spark cannot compare with the column: refused before the scan, not an error inside it
+        # a value not of the column's type: refused before the scan, not coerced by Spark (4.0's
+        # ANSI mode fails the scan on the first row it cannot cast, or fails optimising)
         (
-            {"accepted_values": {"status": (True, False)}},
-            "accepted_values['status']: the values [True, False] cannot be compared with the column",
+            {"accepted_values": {"status": ("open", True)}},
+            "accepted_values['status']: True is not a value of the column, a string: give strings",
         ),
+        ({"accepted_values": {"status": (1,)}}, "1 is not a value of the column, a string"),
+        ({"accepted_values": {"id": ("1",)}}, "'1' is not a value of the column, a int: give numbers"),
         ({"row_conditions": {"r": "nope > 0"}}, "row_conditions['r'] 'nope > 0' does not fit"),
         ({"row_conditions": {"r": "amount + 1"}}, "must be true or false, but it is decimal(3,1)"),
         ({"aggregate_conditions": {"a": "amount > 0"}}, "an aggregate condition is over aggregates"),
@@ -249,6 +252,26 @@ def test_rules_that_do_not_fit_the_table_fail_naming_the_rule(spark, lake, table
     _audited(spark, table)
     with pytest.raises(InvalidSpecError, match=re.escape(message)):
         audit_table(spark, AuditSpec(table=table, **rules).validated())
+
+
+def test_accepted_dates_are_compared_as_dates_and_a_malformed_one_is_refused(spark, lake, table):
+    """A date given as text becomes a date literal (checked first: Spark 4.0's ANSI cast would fail
+    the scan), so ``'2024-01-02'`` accepts that day, and a malformed date is refused, naming it."""
+    days = "SELECT * FROM VALUES (1, DATE'2024-01-02'), (2, DATE'2024-01-03'), (3, NULL) AS v(id, day)"
+    write_table(spark, write_spec(table, "create", days))
+    report = audit_table(spark, AuditSpec(table=table, accepted_values={"day": ("2024-01-02",)}).validated())
+    rows = lake.rows(table)
+    assert (
+        report["rules"][0]["measured"]
+        == sum(str(row["day"]) not in ("2024-01-02", "None") for row in rows)
+        == 1
+    )
+    with pytest.raises(
+        InvalidSpecError, match=r"accepted_values\['day'\]: '2024-13-45' is not a value of the column, a date"
+    ):
+        audit_table(
+            spark, AuditSpec(table=table, accepted_values={"day": ("2024-01-02", "2024-13-45")}).validated()
+        )
 
 
 @pytest.mark.parametrize(
