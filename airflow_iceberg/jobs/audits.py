@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType
+from pyspark.sql.types import (
+    BooleanType,
+    CharType,
+    DataType,
+    DateType,
+    NumericType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+    VarcharType,
+)
 
 from airflow_iceberg.jobs.reads import read_frame, resolve_snapshot
 from airflow_iceberg.jobs.spec.audits import AuditSpec
@@ -81,7 +91,7 @@ def planned_rules(frame: DataFrame, spec: AuditSpec) -> tuple[list[dict[str, Any
         duplicates = count - F.count_distinct(F.struct(*columns))  # a struct of NULLs is one value
         planned.append(({"rule": "unique", "columns": list(key)}, duplicates))
     for column, values in spec.accepted_values.items():
-        outside = ~_column(frame, column, "accepted_values").isin(*values)  # NULL: neither in nor out
+        outside = _outside(frame, column, values)
         planned.append(
             ({"rule": "accepted_values", "column": column, "values": list(values)}, F.count_if(outside))
         )
@@ -136,6 +146,54 @@ def _column(frame: DataFrame, column: str, what: str) -> Column:
             f"{', '.join(frame.columns)}"
         ) from None
     return col
+
+
+def _outside(frame: DataFrame, column: str, values: tuple[Any, ...]) -> Column:
+    """True where ``column`` holds a value outside ``values`` (NULL: neither in nor out).
+
+    Each value is checked against the column's type first, so the comparison never leaves Spark
+    to coerce a string against a number: Spark 3.5 then compares as strings, Spark 4.0 (ANSI)
+    casts every row's string to a number and fails on the first that is not, or fails optimising
+    a boolean against a string. A value that is not of the column's kind is refused, naming it.
+    """
+    what = f"accepted_values[{column!r}]"
+    col = _column(frame, column, "accepted_values")
+    kind = frame.select(col).schema.fields[0].dataType
+    return ~col.isin(*(_typed_value(frame, kind, value, what) for value in values))
+
+
+def _typed_value(frame: DataFrame, kind: DataType, value: Any, what: str) -> Column:
+    """``value`` as a literal of the column's type ``kind``, or an error naming it."""
+    if isinstance(kind, BooleanType):
+        fits, expected = isinstance(value, bool), "true or false"
+    elif isinstance(kind, (StringType, CharType, VarcharType)):
+        fits, expected = isinstance(value, str), "strings"
+    elif isinstance(kind, NumericType):
+        fits, expected = isinstance(value, (int, float)) and not isinstance(value, bool), "numbers"
+    elif isinstance(kind, (DateType, TimestampType, TimestampNTZType)):
+        expected = "dates or timestamps as text, e.g. '2024-01-02'"
+        fits = isinstance(value, str) and _casts(frame, F.lit(value).cast(kind))
+        return F.lit(value).cast(kind) if fits else _refuse(what, value, kind, expected)
+    else:
+        raise InvalidSpecError(
+            f"{what}: the column is a {kind.simpleString()}; accepted values are for strings, numbers, "
+            "booleans, dates and timestamps (give a row condition instead)"
+        )
+    return F.lit(value) if fits else _refuse(what, value, kind, expected)
+
+
+def _casts(frame: DataFrame, literal: Column) -> bool:
+    """Whether a literal cast is a value: NULL without ANSI mode, an error with it (Spark 4.0)."""
+    try:
+        return frame.sparkSession.range(1).select(literal).collect()[0][0] is not None
+    except Exception:  # ANSI mode raises a different class per type and per Spark line
+        return False
+
+
+def _refuse(what: str, value: Any, kind: DataType, expected: str) -> Column:
+    raise InvalidSpecError(
+        f"{what}: {value!r} is not a value of the column, a {kind.simpleString()}: give {expected}"
+    )
 
 
 def _boolean(frame: DataFrame, condition: str, what: str, *, aggregate: bool) -> Column:

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
@@ -45,15 +46,17 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
     per broken rule.
 
     :param branch: Audit the head of this branch. (templated)
-    :param tag: Audit the snapshot this tag points at. (templated)
-    :param snapshot_id: Audit this snapshot. (templated)
+    :param tag: Audit the snapshot this tag points at; one that renders empty is refused, not
+        read as ``main`` (as for ``branch``). (templated)
+    :param snapshot_id: Audit this snapshot; one that renders empty is refused. (templated)
     :param min_rows: The snapshot holds at least this many rows. (templated)
     :param max_rows: The snapshot holds at most this many rows. (templated)
     :param not_null: Columns that hold no NULL. (templated)
     :param unique: Keys no two rows share: each a column or a list of columns; NULLs count as
         equal, as in ``GROUP BY``. (templated)
-    :param accepted_values: Column -> the values it may hold (strings, numbers, booleans); a NULL
-        is neither accepted nor refused (``not_null`` is for those). (templated)
+    :param accepted_values: Column -> the values it may hold, in the column's kind (strings,
+        numbers, booleans, dates and timestamps as text); a NULL is neither accepted nor refused
+        (``not_null`` is for those). (templated)
     :param row_conditions: Rule name -> a Spark SQL boolean expression every row must satisfy; a
         row where it is NULL does not. (templated)
     :param aggregate_conditions: Rule name -> a Spark SQL boolean expression over aggregates of
@@ -101,13 +104,15 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
         self.accepted_values = accepted_values
         self.row_conditions = row_conditions
         self.aggregate_conditions = aggregate_conditions
+        #: As given, before rendering: a tag or snapshot asked for must not render to nothing.
+        self._selectors_given = {"tag": tag, "snapshot_id": snapshot_id}
 
     def build_spec(self) -> AuditSpec:
         return AuditSpec(
             table=self.table,
             branch=as_branch(self.branch),
-            tag=self.tag or None,
-            snapshot_id=to_snapshot_id(self.snapshot_id),
+            tag=self._selector("tag"),
+            snapshot_id=to_snapshot_id(self._selector("snapshot_id")),
             min_rows=_as_count(self.min_rows),
             max_rows=_as_count(self.max_rows),
             not_null=tuple(as_list(self.not_null, "not_null")),
@@ -116,6 +121,21 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
             row_conditions=as_dict(self.row_conditions, "row_conditions"),
             aggregate_conditions=as_dict(self.aggregate_conditions, "aggregate_conditions"),
         )
+
+    def _selector(self, name: str) -> Any:
+        """The rendered ``tag`` or ``snapshot_id``; refused when one was given and it rendered to nothing.
+
+        With neither, the audit checks ``main``: a ``tag="{{ params.tag }}"`` or a ``snapshot_id``
+        template that renders ``""`` (or ``None`` natively) would otherwise audit ``main`` and
+        report it as the audited snapshot, passing on data no one asked about.
+        """
+        given, rendered = self._selectors_given[name], getattr(self, name)
+        if given is not None and (rendered is None or not str(rendered).strip()):
+            raise InvalidSpecError(
+                f"{name} is empty ({rendered!r}: a template that rendered nothing?); give the {name} "
+                f"to audit, or leave {name} unset to audit main"
+            )
+        return rendered
 
     def execute(self, context: Any) -> dict[str, Any]:
         report = super().execute(context)

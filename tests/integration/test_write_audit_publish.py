@@ -359,7 +359,7 @@ def test_weekly_upkeep_over_connect_removes_the_stray_file_and_keeps_every_row(w
 # ---------------------------------------------------------------- under the real scheduler
 
 RUN_TIMEOUT_SECONDS = 600
-APPROVED_DAY, FAILING_DAY = "2024-01-02", "2024-01-03"
+APPROVED_DAY, FAILING_DAY, REJECTED_DAY = "2024-01-02", "2024-01-03", "2024-01-04"
 
 
 def _rest(airflow: AirflowDeployment, method: str, path: str, body: dict | None = None) -> dict:
@@ -444,6 +444,22 @@ def scheduled(tmp_path_factory):
         waiting["response"] = _rest(airflow, "PATCH", hitl, {"chosen_options": ["Approve"]})
         approved_state = _finished(airflow, approved)
         after_approval = load_table(warehouse, "wap_demo.orders")
+        # A person rejects the audited snapshot: publish must not run, whatever its trigger rule.
+        rejected = _trigger(airflow, REJECTED_DAY, {"require_approval": True})
+        airflow.wait_for(
+            lambda: _run_states(airflow, rejected).get("approve_publish") == "awaiting_input",
+            "the audited run to wait for approval",
+            RUN_TIMEOUT_SECONDS,
+        )
+        rejection = f"/dags/{DAG_ID}/dagRuns/{rejected}/taskInstances/approve_publish/-1/hitlDetails"
+        _rest(airflow, "PATCH", rejection, {"chosen_options": ["Reject"]})
+        rejected_state = _finished(airflow, rejected)
+        after_rejection = {
+            "state": rejected_state,
+            "states": _run_states(airflow, rejected),
+            "xcoms": {task: _run_xcom(airflow, rejected, task) for task in ("create_orders", "audit")},
+            "table": load_table(warehouse, "wap_demo.orders"),
+        }
         failing = _trigger(airflow, FAILING_DAY, {"max_bad_rows": -1})
         failing_state = _finished(airflow, failing)
         yield {
@@ -456,6 +472,7 @@ def scheduled(tmp_path_factory):
                 },
                 "table": after_approval,
             },
+            "rejected": after_rejection,
             "failing": {
                 "state": failing_state,
                 "states": _run_states(airflow, failing),
@@ -531,3 +548,28 @@ def test_a_failing_audit_under_the_scheduler_publishes_nothing_and_asks_no_one(s
     assert orders.metadata.refs["main"].snapshot_id == failing["xcoms"]["create_orders"]["snapshot_id"]
     assert orders.metadata.refs["audit_20240103"].snapshot_id == merge["snapshot_id"]
     assert _rows(orders) == [(i, 10 + i, 5.0 * i) for i in range(1, 6)]
+
+
+def test_a_rejected_approval_under_the_scheduler_skips_publish_and_leaves_main_untouched(scheduled):
+    """publish's trigger rule is none_failed (so an unasked approval does not stop it): a rejection
+    must still skip it, and main stay the run's own table (pyiceberg), the branch kept."""
+    rejected = scheduled["rejected"]
+    assert rejected["states"] == {
+        "create_orders": "success",
+        "merge_changes": "success",
+        "audit": "success",
+        "approval_required": "success",
+        "approve_publish": "success",  # the person answered; the answer was no
+        "publish": "skipped",
+        "tag_end_of_day": "skipped",
+    }, rejected["state"]
+    audit = rejected["xcoms"]["audit"]
+    orders = rejected["table"]
+    assert orders.metadata.refs["main"].snapshot_id == rejected["xcoms"]["create_orders"]["snapshot_id"]
+    assert (
+        orders.metadata.refs["audit_20240104"].snapshot_id
+        == audit["snapshot_id"]
+        != (orders.metadata.refs["main"].snapshot_id)
+    )
+    assert _rows(orders) == [(i, 10 + i, 5.0 * i) for i in range(1, 6)]
+    assert "eod_20240104" not in orders.metadata.refs

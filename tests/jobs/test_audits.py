@@ -12,9 +12,12 @@ import pytest
 from airflow_iceberg.jobs import audits
 from airflow_iceberg.jobs.audits import audit_table
 from airflow_iceberg.jobs.iceberg_job import run
+from airflow_iceberg.jobs.merges import merge_into
 from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.jobs.spec.row_changes import MergeSpec
+from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.writes import write_table
 from tests.jobs.helpers import values_query, write_spec
 
@@ -112,6 +115,66 @@ def test_every_rule_kind_fails_on_the_bad_branch_with_what_it_measured(spark, la
     assert lake.state(table) == before
 
 
+def test_a_merge_on_read_branch_with_delete_files_is_measured_as_pyiceberg_reads_it(spark, lake, table):
+    """The example DAG merges with merge-on-read: the audit must see the rows the position deletes
+    leave (pyiceberg applies them independently), not the data files' raw contents."""
+    modes = {f"write.{kind}.mode": "merge-on-read" for kind in ("merge", "delete", "update")}
+    start = [(1, 11, 5.0, "open"), (2, 12, 7.5, "open"), (3, 13, 1.0, "lost"), (4, None, 2.0, "open")]
+    write_table(
+        spark,
+        write_spec(
+            table, "create", values_query(start, COLUMNS), table_properties={"format-version": "2", **modes}
+        ),
+    )
+    # On the branch: delete 3 (the only 'lost'), give 4 a customer, update 1 to an unknown status,
+    # insert 5 (a negative amount), and 6 and 7 without a customer, so the NULL customer repeats.
+    changes = [
+        (3, 13, 1.0, "lost", "D"),
+        (4, 14, 2.0, "shipped", "U"),
+        (1, 16, 5.0, "x", "U"),
+        (5, 15, -1.0, "open", "I"),
+        (6, None, 3.0, "open", "I"),
+        (7, None, 3.0, "open", "I"),
+    ]
+    clauses = (
+        {"when": "matched", "condition": "s.op = 'D'", "then": "delete"},
+        {"when": "matched", "then": "update", "set": {"customer_id": "s.customer_id", "status": "s.status"}},
+        {"when": "not_matched", "then": "insert", "values": {c: f"s.{c}" for c in COLUMNS.split(", ")}},
+    )
+    source = Source(query=values_query(changes, f"{COLUMNS}, op"))
+    merge_into(
+        spark, MergeSpec(table, source=source, keys=("id",), clauses=clauses, branch="audit").validated()
+    )
+    head = lake.branch_head(table, "audit")
+    assert int(lake.summary(table, head)["total-position-deletes"]) >= 1  # deletes are in delete files
+    spec = AuditSpec(
+        table=table,
+        branch="audit",
+        not_null=("customer_id",),
+        unique=(("id",), ("customer_id",), ("status",)),
+        accepted_values={"status": ("open", "shipped")},
+        row_conditions={"positive": "amount > 0"},
+        aggregate_conditions={"revenue": "sum(amount) > 19"},
+    )
+    report = audit_table(spark, spec.validated())
+    rows = lake.rows(table, head)  # pyiceberg, with the delete files applied
+    column = {name: [row[name] for row in rows] for name in ("id", "customer_id", "status")}
+    assert report["snapshot_id"] == head and report["row_count"] == len(rows) == 6
+    assert (
+        [rule["measured"] for rule in report["rules"]]
+        == [
+            column["customer_id"].count(None),  # 6 and 7
+            len(rows) - len(set(column["id"])),
+            len(rows) - len(set(column["customer_id"])),  # the two NULLs count as one key, as in GROUP BY
+            len(rows) - len(set(column["status"])),
+            sum(status not in ("open", "shipped") for status in column["status"]),
+            sum(not row["amount"] > 0 for row in rows),
+            sum(row["amount"] for row in rows) > 19,  # 19.5
+        ]
+        == [2, 0, 1, 3, 1, 1, True]
+    )
+
+
 def test_min_rows_and_a_null_condition_fail(spark, lake, table):
     """Too few rows fails; a row whose condition is NULL (not true) does not satisfy it."""
     _audited(spark, table)
@@ -171,6 +234,14 @@ def test_a_tag_or_a_snapshot_id_is_audited_as_named(spark, lake, table):
         ({"not_null": ("nope",)}, "not_null: 'nope' is not a column of the audited snapshot"),
         ({"unique": (("id", "nope"),)}, "unique: 'nope' is not a column"),
         ({"accepted_values": {"nope": ("a",)}}, "accepted_values: 'nope' is not a column"),
+        # a value not of the column's type: refused before the scan, not coerced by Spark (4.0's
+        # ANSI mode fails the scan on the first row it cannot cast, or fails optimising)
+        (
+            {"accepted_values": {"status": ("open", True)}},
+            "accepted_values['status']: True is not a value of the column, a string: give strings",
+        ),
+        ({"accepted_values": {"status": (1,)}}, "1 is not a value of the column, a string"),
+        ({"accepted_values": {"id": ("1",)}}, "'1' is not a value of the column, a int: give numbers"),
         ({"row_conditions": {"r": "nope > 0"}}, "row_conditions['r'] 'nope > 0' does not fit"),
         ({"row_conditions": {"r": "amount + 1"}}, "must be true or false, but it is decimal(3,1)"),
         ({"aggregate_conditions": {"a": "amount > 0"}}, "an aggregate condition is over aggregates"),
@@ -181,6 +252,26 @@ def test_rules_that_do_not_fit_the_table_fail_naming_the_rule(spark, lake, table
     _audited(spark, table)
     with pytest.raises(InvalidSpecError, match=re.escape(message)):
         audit_table(spark, AuditSpec(table=table, **rules).validated())
+
+
+def test_accepted_dates_are_compared_as_dates_and_a_malformed_one_is_refused(spark, lake, table):
+    """A date given as text becomes a date literal (checked first: Spark 4.0's ANSI cast would fail
+    the scan), so ``'2024-01-02'`` accepts that day, and a malformed date is refused, naming it."""
+    days = "SELECT * FROM VALUES (1, DATE'2024-01-02'), (2, DATE'2024-01-03'), (3, NULL) AS v(id, day)"
+    write_table(spark, write_spec(table, "create", days))
+    report = audit_table(spark, AuditSpec(table=table, accepted_values={"day": ("2024-01-02",)}).validated())
+    rows = lake.rows(table)
+    assert (
+        report["rules"][0]["measured"]
+        == sum(str(row["day"]) not in ("2024-01-02", "None") for row in rows)
+        == 1
+    )
+    with pytest.raises(
+        InvalidSpecError, match=r"accepted_values\['day'\]: '2024-13-45' is not a value of the column, a date"
+    ):
+        audit_table(
+            spark, AuditSpec(table=table, accepted_values={"day": ("2024-01-02", "2024-13-45")}).validated()
+        )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -135,6 +136,16 @@ def _merge(**fields) -> MergeSpec:
 def test_invalid_specs_name_the_problem(spec, message):
     with pytest.raises(InvalidSpecError, match=message):
         spec.validated()
+
+
+def test_accepted_values_too_long_for_one_launch_argument_are_refused_before_spark_starts():
+    """Each column's values are one argv item, and Linux refuses to start a process with one over
+    128 KiB (E2BIG): refused naming the rule, not an ``OSError`` from launching spark-submit."""
+    many = tuple(f"status_{i:05d}" for i in range(20_000))
+    with pytest.raises(InvalidSpecError, match=r"accepted_values\['status'\] holds 20000 values, \d+ bytes"):
+        AuditSpec("cat.db.t", accepted_values={"status": many}).validated()
+    fits = AuditSpec("cat.db.t", accepted_values={"status": many[:5_000]}).validated()
+    subprocess.run(["true", *fits.to_argv()], check=True)  # a list within the limit launches
 
 
 def test_a_merge_without_clauses_is_an_upsert_and_its_sql_uses_the_aliases():

@@ -442,6 +442,31 @@ def test_a_pin_whose_template_renders_to_nothing_is_refused_before_spark_submit(
         op.execute({"ti": _TaskInstance()})
 
 
+@pytest.mark.parametrize(
+    ("selector", "template", "rendered"),
+    [
+        ("tag", "{{ params.tag }}", ""),
+        ("tag", "{{ params.tag }}", None),
+        ("snapshot_id", "{{ ti.xcom_pull(task_ids='merge', key='snapshot_id') }}", ""),
+        ("snapshot_id", "{{ ti.xcom_pull(task_ids='merge', key='snapshot_id') }}", None),
+    ],
+)
+def test_an_audit_selector_that_renders_to_nothing_is_refused_not_read_as_main(
+    catalog, selector, template, rendered
+):
+    """With no tag and no snapshot_id the audit checks main: a blank render would pass main's data off
+    as the tag's (or the snapshot's), and report main's snapshot as the audited one."""
+    op = IcebergAuditOperator(
+        task_id="t", table="db.t", min_rows=1, iceberg_conn_id=catalog, **{selector: template}
+    )
+    setattr(op, selector, rendered)  # what rendering leaves: "" (a blank param), None (native rendering)
+    with (
+        mock.patch.object(SparkSubmitOperator, "execute", side_effect=AssertionError("spark-submit ran")),
+        pytest.raises(InvalidSpecError, match=rf"{selector} is empty .*leave {selector} unset to audit main"),
+    ):
+        op.execute({"ti": _TaskInstance()})
+
+
 def _run_with_result(op, result: dict):
     """Run ``execute`` with spark-submit replaced by a job that reports ``result``."""
 

@@ -31,6 +31,10 @@ RULE_FIELDS = (
 )
 #: The types a value of ``accepted_values`` may have (NULL is the ``not_null`` rule's business).
 ACCEPTED_VALUE_TYPES = (str, int, float, bool)
+#: The longest single argument Linux lets a process start with (``MAX_ARG_STRLEN``, 128 KiB with
+#: its NUL): each column's accepted values travel to spark-submit as one argument, and a longer
+#: one makes the launch fail with ``Argument list too long``.
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class AuditSpec(ActionSpec):
         for key in self.unique:  # JSON: a quoted column name may hold a comma
             argv += ["--unique", json.dumps(list(key))]
         for column, values in self.accepted_values.items():
-            argv += ["--accepted-values", json.dumps([column, list(values)])]
+            argv += ["--accepted-values", accepted_values_argument(column, values)]
         for name, condition in self.row_conditions.items():
             argv += ["--row-condition", f"{name}={condition}"]
         for name, condition in self.aggregate_conditions.items():
@@ -197,8 +201,21 @@ def _accepted_values(value: object) -> dict[str, tuple[Any, ...]]:
                     f"{what}: a value is a string, number or boolean (NULLs are the not_null rule's), "
                     f"got {type(item).__name__} {item!r}"
                 )
+        size = len(accepted_values_argument(column, values).encode())
+        if size > MAX_ARGUMENT_BYTES:
+            raise InvalidSpecError(
+                f"{what} holds {len(values)} values, {size} bytes on spark-submit's command line, where "
+                f"one argument holds at most {MAX_ARGUMENT_BYTES}: keep the values in a table and give "
+                f"a row condition instead, e.g. {{'known_{column}': "
+                f'"{column} IN (SELECT {column} FROM db.accepted_{column})"}}'
+            )
         accepted[column] = tuple(values)
     return accepted
+
+
+def accepted_values_argument(column: str, values: tuple[Any, ...] | list[Any]) -> str:
+    """One column's accepted values as its ``--accepted-values`` argument: JSON ``[column, values]``."""
+    return json.dumps([column, list(values)])
 
 
 def _conditions(value: object, what: str) -> dict[str, str]:
