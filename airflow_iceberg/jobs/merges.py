@@ -322,7 +322,8 @@ def delete_from(
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])
     require_row_level_delete(spark, spec.table, spec.condition)
-    sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE {spec.condition}"
+    # In parentheses: Spark would read `WHERE (flag)` as the table alias WHERE with a column list.
+    sql = f"DELETE FROM {branch_identifier(spec.table, spec.branch)} WHERE ({spec.condition})"
     with (
         branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties),
         without_metadata_only_delete(spark),

@@ -206,6 +206,14 @@ def test_delete_commits_with_the_commit_id_and_a_retry_returns_that_commit(spark
     assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == deleted["snapshot_id"]
 
 
+def test_a_delete_condition_that_is_one_parenthesised_name_is_a_condition_not_an_alias(spark, lake, table):
+    """``DELETE FROM t WHERE (flag)`` parses as the alias ``WHERE`` with a column list: refused by Spark."""
+    _table(spark, table, "copy-on-write")
+    deleted = delete_from(spark, DeleteSpec(table, condition="(true)").validated(), commit_id="paren")
+    assert lake.ids(table) == []
+    assert (deleted["committed"], lake.summary(table)["airflow-iceberg.commit-id"]) == (True, "paren")
+
+
 @pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
 def test_a_delete_that_matches_nothing_makes_an_empty_commit_unless_spark_folds_it_away(
     spark, lake, table, mode
