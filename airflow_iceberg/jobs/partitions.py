@@ -51,11 +51,31 @@ def changed_partition_keys(spark: SparkSession, table: str, snapshot_id: int) ->
     instant_fields = {name for name, kind in types.items() if kind == "timestamp"}
     keys = set()
     for row in frame.collect():
+        values = row["partition"].asDict()
+        if ANY_SPEC in specs:
+            check_of_described_spec(specs[ANY_SPEC], values, int(row["spec_id"]))
         fields = specs.get(int(row["spec_id"]), specs.get(ANY_SPEC, ()))
-        key = partition_key_of(fields, in_utc(row["partition"].asDict(), instant_fields), date_fields)
+        key = partition_key_of(fields, in_utc(values, instant_fields), date_fields)
         if key is not None:
             keys.add(key)
     return sorted(keys)
+
+
+def check_of_described_spec(described: SpecFields, values: Mapping[str, Any], spec_id: int) -> None:
+    """Refuse a file with a partition value for a field the described (current) spec does not name.
+
+    Over Spark Connect the fields come from ``DESCRIBE TABLE`` under Iceberg's default names. A
+    file with a value for another field is of an older spec, or its field was renamed from the
+    default: the described fields are NULL there, and keying them would report a ``null`` partition.
+    """
+    named = {name for name, _ in described}
+    unnamed = sorted(name for name, value in values.items() if value is not None and name not in named)
+    if unnamed:
+        raise ValueError(
+            f"a file of partition spec {spec_id} has partition fields {', '.join(unnamed)}, which the "
+            "current spec as DESCRIBE TABLE shows it does not name (an older spec, or a field renamed "
+            "from its default): over Spark Connect its partitions cannot be keyed"
+        )
 
 
 def in_utc(values: dict[str, Any], instant_fields: set[str]) -> dict[str, Any]:
