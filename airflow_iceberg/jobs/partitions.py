@@ -5,9 +5,10 @@ files alike: the manifest entries the snapshot itself wrote with status ADDED or
 (``<table>.entries`` at that snapshot). Each file is keyed by its own partition spec, so a
 table whose spec evolved keys its old files by the old spec. The key of a partition is built
 from the spec's time fields (``hours(ts)`` gives ``2024-01-02T05``, ``days(d)`` ``2024-01-02``;
-see :mod:`airflow_iceberg.jobs.spec.partition_keys`); a spec without one is keyed by its identity
-fields (``region`` gives ``eu``); ``bucket`` and ``truncate`` never make a key: a downstream run
-for "bucket 3" means nothing. Several key fields are joined by ``|``, as Airflow's
+see :mod:`airflow_iceberg.jobs.spec.partition_keys`; an identity TIMESTAMP field gives its
+instant in UTC, ``2024-01-02T05:00:00``); a spec without one is keyed by its identity fields
+(``region`` gives ``eu``); ``bucket`` and ``truncate`` never make a key: a downstream run for
+"bucket 3" means nothing. Several key fields are joined by ``|``, as Airflow's
 ``ProductMapper`` splits them. A spec with no key field (unpartitioned, or bucket only) gives no
 keys: its commit's event carries none.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs.spec.identifiers import parse_column, quote_identifier
@@ -44,18 +46,49 @@ def changed_partition_keys(spark: SparkSession, table: str, snapshot_id: int) ->
         f"FROM {quote_identifier(table)}.`entries` VERSION AS OF {int(snapshot_id)} "
         f"WHERE snapshot_id = {int(snapshot_id)} AND status <> 0"
     )
-    date_fields = {
-        field.name
-        for field in frame.schema["partition"].dataType.fields
-        if field.dataType.typeName() in ("date", "timestamp", "timestamp_ntz")
-    }
+    types = {field.name: field.dataType.typeName() for field in frame.schema["partition"].dataType.fields}
+    date_fields = {name for name, kind in types.items() if kind in ("date", "timestamp", "timestamp_ntz")}
+    instant_fields = {name for name, kind in types.items() if kind == "timestamp"}
     keys = set()
     for row in frame.collect():
+        values = row["partition"].asDict()
+        if ANY_SPEC in specs:
+            check_of_described_spec(specs[ANY_SPEC], values, int(row["spec_id"]))
         fields = specs.get(int(row["spec_id"]), specs.get(ANY_SPEC, ()))
-        key = partition_key_of(fields, row["partition"].asDict(), date_fields)
+        key = partition_key_of(fields, in_utc(values, instant_fields), date_fields)
         if key is not None:
             keys.add(key)
     return sorted(keys)
+
+
+def check_of_described_spec(described: SpecFields, values: Mapping[str, Any], spec_id: int) -> None:
+    """Refuse a file with a partition value for a field the described (current) spec does not name.
+
+    Over Spark Connect the fields come from ``DESCRIBE TABLE`` under Iceberg's default names. A
+    file with a value for another field is of an older spec, or its field was renamed from the
+    default: the described fields are NULL there, and keying them would report a ``null`` partition.
+    """
+    named = {name for name, _ in described}
+    unnamed = sorted(name for name, value in values.items() if value is not None and name not in named)
+    if unnamed:
+        raise ValueError(
+            f"a file of partition spec {spec_id} has partition fields {', '.join(unnamed)}, which the "
+            "current spec as DESCRIBE TABLE shows it does not name (an older spec, or a field renamed "
+            "from its default): over Spark Connect its partitions cannot be keyed"
+        )
+
+
+def in_utc(values: dict[str, Any], instant_fields: set[str]) -> dict[str, Any]:
+    """``values`` with each TIMESTAMP (with time zone) value as its UTC wall-clock time.
+
+    PySpark gives a TIMESTAMP as a naive datetime in the driver's own time zone (``TZ``), which
+    ``astimezone`` reads it in (a repeated hour by its ``fold``); a key names the instant in UTC.
+    """
+    for name in instant_fields:
+        value = values.get(name)
+        if isinstance(value, datetime):
+            values[name] = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return values
 
 
 def partition_key_of(

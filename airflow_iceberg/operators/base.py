@@ -47,7 +47,7 @@ from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.connect_tries import TryNumbers
-from airflow_iceberg.operators.lineage import TableLineageMixin
+from airflow_iceberg.operators.lineage import TableLineageMixin, check_partition_events_supported
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
 from airflow_iceberg.operators.spark_defaults import deployment_property
@@ -118,6 +118,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         self.iceberg_conn_id = iceberg_conn_id
         self.extra_iceberg_conn_ids = extra_iceberg_conn_ids
         self.idempotent = idempotent
+        if partition_events:
+            check_partition_events_supported()
         self.partition_events = partition_events
         self.declare_table_assets()
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_iceberg.assets import catalog_identity, split_table, table_asset_uri
-from airflow_iceberg.exceptions import InvalidCatalogConfigError
+from airflow_iceberg.exceptions import InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
 from airflow_iceberg.naming import normalize_location
 
@@ -66,6 +66,30 @@ SKIPPED_EVENT_WARNING = (
     "it. To trigger them, create the event by hand (the asset's page in the UI, or "
     "POST /api/v2/assets/events) with this extra: %s"
 )
+
+
+def airflow_accepts_partition_key(key: str) -> bool:
+    """Whether ``add_partitions`` takes the key: not blank, at most :data:`MAX_PARTITION_KEY_LENGTH`.
+
+    An identity partition on ``''`` or ``' '`` has such a key; Airflow refuses the whole call for it.
+    """
+    return bool(key.strip()) and len(key) <= MAX_PARTITION_KEY_LENGTH
+
+
+def check_partition_events_supported() -> None:
+    """Refuse ``partition_events`` at parse time on a task SDK without per-event partition keys.
+
+    Such an Airflow would register the commit as one event without a key (or with the run's),
+    which no ``PartitionedAssetTimetable`` could map to the partitions that changed.
+    """
+    from airflow.sdk.execution_time.context import OutletEventAccessor
+
+    if not hasattr(OutletEventAccessor, "add_partitions"):
+        raise InvalidSpecError(
+            "partition_events needs an Airflow whose task SDK attaches partition keys to asset "
+            "events (OutletEventAccessor.add_partitions); this one does not: upgrade Airflow, or "
+            "leave partition_events False for one event per commit on the table's alias"
+        )
 
 
 def table_alias_name(iceberg_conn_id: str, table: str, dag_id: str = "", task_id: str = "") -> str:
@@ -328,10 +352,10 @@ class TableLineageMixin:
         if asset not in self.outlets:
             self.outlets = [*self.outlets, asset]
         listed = list(commit.get("partition_keys") or [])
-        keys = [key for key in listed if len(key) <= MAX_PARTITION_KEY_LENGTH]
-        if len(keys) < len(listed):  # Airflow's column would refuse the whole task's events
+        keys = [key for key in listed if airflow_accepts_partition_key(key)]
+        if len(keys) < len(listed):  # add_partitions would refuse every key of the commit
             self.log.warning(  # type: ignore[attr-defined]
-                "Partition keys longer than %s characters get no event: %s",
+                "Partition keys that are empty, blank or longer than %s characters get no event: %s",
                 MAX_PARTITION_KEY_LENGTH,
                 sorted(set(listed) - set(keys)),
             )
@@ -344,9 +368,9 @@ class TableLineageMixin:
                 commit["partition_keys_error"],
             )
         accessor = outlet_events[asset]
-        accessor.extra = {**extra, "partition_count": len(keys)}
-        if keys:
+        if keys:  # before the extra: a refused key must not leave a keyless event behind
             accessor.add_partitions(keys)
+        accessor.extra = {**extra, "partition_count": len(keys)}
         self.log.info("Asset events for %s: %s, partitions %s", extra.get("table"), asset.uri, keys or "none")  # type: ignore[attr-defined]
 
     def finish_lineage(self, context: Context, plan: LineagePlan, spec: Any, result: dict[str, Any]) -> None:

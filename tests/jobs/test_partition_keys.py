@@ -303,3 +303,84 @@ def test_a_merge_and_a_delete_on_main_report_the_partitions_they_changed(spark, 
 
     assert merged["branch"] == "main" and merged["partition_keys"] == ["2024-01-02", "2024-01-06"]
     assert deleted["partition_keys"] == ["2024-01-03"]
+
+
+@pytest.fixture
+def driver_in_new_york(monkeypatch):
+    """The driver's own time zone (TZ), which PySpark turns a TIMESTAMP into a naive datetime by."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("driver_in_new_york")
+def test_an_identity_timestamp_partition_is_keyed_in_utc_whatever_the_drivers_time_zone(spark, lake, table):
+    """The key's instant is the stored one, in UTC, as Airflow's mappers read a key without offset."""
+    query = (
+        "SELECT 1 AS id, TIMESTAMP'2024-01-02 05:00:00+00:00' AS ts "
+        "UNION ALL SELECT 2, TIMESTAMP'2024-11-03 06:30:00+00:00'"  # 01:30 EDT→EST: the repeated hour
+    )
+    created = write_table(spark, write_spec(table, "create", query, partition_by=("ts",)))
+
+    keys = changed_partition_keys(spark, table, created["snapshot_id"])
+
+    assert keys == ["2024-01-02T05:00:00", "2024-11-03T06:30:00"]
+    assert _changed_paths(lake, table, created["snapshot_id"]) == {
+        "ts=2024-01-02T05%3A00%3A00%2B00%3A00",
+        "ts=2024-11-03T06%3A30%3A00%2B00%3A00",
+    }
+
+
+def _evolved_days_to_hours(spark, table: str) -> dict:
+    """A ``days(event_ts)`` table now on ``hours(event_ts)``: an overwrite that empties an old day."""
+    write_table(spark, write_spec(table, "create", _events(HOURS[:1]), partition_by=("days(event_ts)",)))
+    spark.sql(f"ALTER TABLE {table} REPLACE PARTITION FIELD event_ts_day WITH hours(event_ts)")
+    return write_table(
+        spark,
+        write_spec(
+            table,
+            "overwrite",
+            _events(HOURS[4:]),  # 2024-01-03T00, under the new spec
+            condition="event_ts >= TIMESTAMP'2024-01-02 00:00:00' "
+            "AND event_ts < TIMESTAMP'2024-01-04 00:00:00'",
+        ),
+    )
+
+
+def test_an_evolved_spec_keys_the_old_files_by_the_old_spec(spark, lake, table):
+    replaced = _evolved_days_to_hours(spark, table)
+
+    assert changed_partition_keys(spark, table, replaced["snapshot_id"]) == ["2024-01-02", "2024-01-03T00"]
+
+
+def test_over_connect_a_file_of_an_older_spec_makes_no_null_key(spark, lake, table, monkeypatch):
+    """Without a JVM only the current spec is known: an old spec's file must not be keyed 'null'."""
+    from airflow_iceberg.jobs import partitions
+
+    replaced = _evolved_days_to_hours(spark, table)
+    monkeypatch.setattr(partitions, "driver_table", lambda spark, table: None)  # as over Spark Connect
+    commit = {"table": table, "snapshot_id": replaced["snapshot_id"], "branch": "main"}
+
+    partitions.add_partition_keys(spark, [commit])
+
+    assert "partition_keys" not in commit
+    assert "event_ts_day" in commit["partition_keys_error"]
+    assert _changed_paths(lake, table, replaced["snapshot_id"]) >= {"event_ts_hour=2024-01-03-00"}
+
+
+def test_over_connect_a_field_renamed_from_its_default_makes_no_null_key(spark, table, monkeypatch):
+    from airflow_iceberg.jobs import partitions
+
+    write_table(spark, write_spec(table, "create", _events(HOURS[:1])))
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD hours(event_ts) AS hr")
+    appended = write_table(spark, write_spec(table, "append", _events(HOURS[2:3])))
+    monkeypatch.setattr(partitions, "driver_table", lambda spark, table: None)  # as over Spark Connect
+    commit = {"table": table, "snapshot_id": appended["snapshot_id"], "branch": "main"}
+
+    partitions.add_partition_keys(spark, [commit])
+
+    assert "partition_keys" not in commit and "hr" in commit["partition_keys_error"]

@@ -132,7 +132,7 @@ def test_a_run_without_a_key_is_refused_not_taken_for_every_partition(rendered):
 def test_a_key_needs_its_column_and_narrows_the_condition_given():
     with pytest.raises(InvalidSpecError, match="partition_key needs partition_column"):
         partition_condition("2024-01-02", None)
-    assert partition_condition(None, "d", "id > 1") == "id > 1"
+    assert partition_condition(None, None, "id > 1") == "id > 1"
     assert partition_condition("2024", "d", "id > 1") == (
         "(`d` >= '2024-01-01 00:00:00+00:00' AND `d` < '2025-01-01 00:00:00+00:00') AND (id > 1)"
     )
@@ -283,3 +283,57 @@ def test_a_branch_commit_emits_no_partition_events(hadoop_catalog):
         append.execute({"outlet_events": events})
 
     assert len(events) == 0 and append.outlets == [AssetAlias(ALIAS)]
+
+
+def test_keys_airflow_refuses_are_left_out_and_the_other_partitions_keep_their_events(hadoop_catalog):
+    """An identity partition on '' or ' ' has a key Airflow's add_partitions refuses for all keys."""
+    append = IcebergAppendOperator(
+        task_id="a",
+        table="db.events",
+        iceberg_conn_id=hadoop_catalog,
+        source_query="SELECT 1",
+        partition_events=True,
+    )
+    events = OutletEventAccessors()
+    with _submit_returning(_commit(partition_keys=["", " ", "eu", "x" * 251, "us"])):
+        append.execute({"outlet_events": events})
+
+    accessor = events[Asset(name=URI, uri=URI)]
+    assert accessor.partition_keys == {"eu", "us"}
+    assert accessor.extra["partition_count"] == 2
+
+
+def test_partition_events_on_an_airflow_without_add_partitions_fail_at_parse_time(
+    hadoop_catalog, monkeypatch
+):
+    """Airflow before per-event partition keys would take the events without a key: say so instead."""
+    from airflow.sdk.execution_time.context import OutletEventAccessor
+
+    monkeypatch.delattr(OutletEventAccessor, "add_partitions")
+    with pytest.raises(InvalidSpecError, match="partition_events needs an Airflow"):
+        IcebergAppendOperator(
+            task_id="a",
+            table="db.events",
+            iceberg_conn_id=hadoop_catalog,
+            source_query="SELECT 1",
+            partition_events=True,
+        )
+    IcebergAppendOperator(  # without partition_events: any Airflow 3
+        task_id="b", table="db.events", iceberg_conn_id=hadoop_catalog, source_query="SELECT 1"
+    )
+
+
+def test_a_key_rendered_natively_as_none_is_refused_not_taken_for_every_partition(hadoop_catalog):
+    """A DAG with render_template_as_native_obj renders "{{ partition_key }}" as None, not "None"."""
+    from jinja2.nativetypes import NativeEnvironment
+
+    rendered = NativeEnvironment().from_string("{{ partition_key }}").render(partition_key=None)
+    read = IcebergTimeTravelReadOperator(
+        task_id="r",
+        table="db.events",
+        iceberg_conn_id=hadoop_catalog,
+        partition_key=rendered,
+        partition_column="event_ts",
+    )
+    with _no_submit(), pytest.raises(InvalidSpecError, match="partition_column 'event_ts' without"):
+        read.execute({"outlet_events": OutletEventAccessors()})

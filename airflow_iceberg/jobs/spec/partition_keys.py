@@ -127,10 +127,17 @@ def partition_condition(
 ) -> str | None:
     """``condition`` narrowed to the partition ``partition_key`` names on ``partition_column``.
 
-    None when no key is given (``condition`` as it was). A key needs its column, and an empty
-    rendered key (a run without a partition) is refused rather than taken as "every partition".
+    ``condition`` as it was when neither is given. A key needs its column, and a key that
+    rendered empty, ``'None'`` or None (a run without a partition; None under
+    ``render_template_as_native_obj``) is refused rather than taken as "every partition".
     """
     if partition_key is None:
+        if partition_column:
+            raise InvalidSpecError(
+                f"partition_column {partition_column!r} without partition_key: partition_key "
+                "rendered None, so this run has no partition key (is the DAG on a "
+                "PartitionedAssetTimetable or CronPartitionTimetable?)"
+            )
         return condition
     if not partition_column:
         raise InvalidSpecError(
