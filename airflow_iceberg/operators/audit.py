@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_iceberg.exceptions import InvalidSpecError
-from airflow_iceberg.jobs.spec.audits import AuditSpec
+from airflow_iceberg.jobs.spec.audits import RULE_FIELDS, AuditSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.rendered import as_branch, as_dict, as_list
 from airflow_iceberg.timestamps import to_snapshot_id
@@ -69,13 +69,7 @@ class IcebergAuditOperator(IcebergSparkSubmitOperator):
         "branch",
         "tag",
         "snapshot_id",
-        "min_rows",
-        "max_rows",
-        "not_null",
-        "unique",
-        "accepted_values",
-        "row_conditions",
-        "aggregate_conditions",
+        *RULE_FIELDS,
     )
 
     def __init__(
