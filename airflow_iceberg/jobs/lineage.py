@@ -74,12 +74,28 @@ def _v2_relation_tables(plan: Any) -> Iterable[tuple[str, int | None]]:
             name = ".".join(part if _PLAIN_NAME.match(part) else quote_name(part) for part in parts)
             table = node.table()  # Iceberg's SparkTable knows the snapshot a time-travel read resolved to
             snapshot_id = table.snapshotId() if table.getClass().getSimpleName() == "SparkTable" else None
+            if snapshot_id is not None and not _is_time_travel(node):
+                snapshot_id = None
             yield name, int(snapshot_id) if snapshot_id is not None else None
         children = node.children()
         stack.extend(children.apply(index) for index in range(children.size() - 1, -1, -1))
         # a subquery (IN, EXISTS, scalar) is an expression, not a child: its plan is read too
         subqueries = node.subqueries()
         stack.extend(subqueries.apply(index) for index in range(subqueries.size()))
+
+
+def _is_time_travel(relation: Any) -> bool:
+    """Whether a ``DataSourceV2Relation`` with a snapshot id reads the table as of a time-travel clause.
+
+    Iceberg's runtime for Spark 4.1 pins every loaded ``SparkTable`` to a snapshot, a plain read
+    too, and Spark 4.1 records the ``VERSION``/``TIMESTAMP AS OF`` on the relation itself
+    (``timeTravelSpec``). Earlier lines have no such field, and their ``SparkTable`` carries a
+    snapshot id only when loaded for time travel.
+    """
+    try:
+        return bool(relation.timeTravelSpec().isDefined())
+    except Exception:  # Spark before 4.1: no timeTravelSpec on the relation
+        return True
 
 
 def tables_of(spec: ActionSpec) -> list[str]:

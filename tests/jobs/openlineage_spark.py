@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyspark
+import pytest
+
 Name = tuple[str, str]
 #: A dataset as both producers name it: (namespace, name), and its symlink (namespace, name) or None.
 Names = tuple[Name, Name | None]
@@ -74,3 +77,14 @@ def assert_named_alike(events: list[dict], role: str, ours: list[Names]) -> None
     for name, symlink in ours:
         assert name in theirs, f"{role}: openlineage-spark has no {name}; it named {sorted(theirs)}"
         assert symlink in theirs[name], f"{role} {name}: symlink {symlink}, openlineage-spark {theirs[name]}"
+
+
+#: openlineage-spark 1.53 documents Spark 3.0-4.0; on Spark 4.1 its listener plans a MERGE's
+#: analysed plan (``JobNameBuilder.sparkNodeName`` -> ``QueryExecution.executedPlan``) while it
+#: still holds Spark 4.1's ``TableReference`` node: "No plan for TableReference", which Spark's
+#: ``LazyTry`` then rethrows to the MERGE itself, and the listener's events lack the output facets.
+LISTENER_FAILS_ON_SPARK_41 = pytest.mark.skipif(
+    tuple(int(part) for part in pyspark.__version__.split(".")[:2]) >= (4, 1),
+    reason="openlineage-spark 1.53 supports Spark 3.0-4.0: on 4.1 its listener fails planning a "
+    "MERGE ('No plan for TableReference') and emits no output statistics",
+)
