@@ -40,6 +40,11 @@ def runtime_version(spark: SparkSession, table: str) -> str | None:
     return str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
 
 
+def major_minor(version: str) -> tuple[int, ...]:
+    """The first two numbers of a version string: ``1.12.0`` -> (1, 12), ``4.1.4`` -> (4, 1)."""
+    return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:2])
+
+
 def require_runtime(spark: SparkSession, table: str, first: tuple[int, int], feature: str) -> str | None:
     """Refuse ``feature`` on a runtime older than Iceberg ``first``; return the release, if told.
 
@@ -50,8 +55,7 @@ def require_runtime(spark: SparkSession, table: str, first: tuple[int, int], fea
     version = runtime_version(spark, table)
     if version is None:
         return None
-    numbers = tuple(int(part) for part in re.findall(r"[0-9]+", version)[:2])
-    if numbers < first:
+    if major_minor(version) < first:
         raise InvalidSpecError(
             f"{feature} needs Iceberg {'.'.join(map(str, first))} or later, and {table}'s catalog runs "
             f"Iceberg {version}; load a newer iceberg-spark-runtime (the connection's Iceberg version, "

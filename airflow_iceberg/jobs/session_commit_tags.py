@@ -28,12 +28,11 @@ before 1.11, would commit untagged: the job refuses there, before anything runs
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.jobs import connect
-from airflow_iceberg.jobs.iceberg_runtime import runtime_version
+from airflow_iceberg.jobs.iceberg_runtime import major_minor, runtime_version
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
@@ -65,10 +64,6 @@ def sql_commit_kind(spec: Any) -> str | None:
     return None
 
 
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"[0-9]+", version)[:2])
-
-
 def refusal(kind: str, table: str, spark_version: str, iceberg_version: str | None) -> str | None:
     """Why a server of these versions cannot tag ``kind``'s commit over Spark Connect, or None when it can.
 
@@ -80,7 +75,7 @@ def refusal(kind: str, table: str, spark_version: str, iceberg_version: str | No
         "run a Spark Connect server on Spark 4.0 or later with Iceberg 1.11 or later, or use a "
         "spark-submit connection (conn_type 'spark') for this task. Nothing was changed"
     )
-    if _numbers(spark_version) < FIRST_SPARK_WITH_SESSION_TAGS:
+    if major_minor(spark_version) < FIRST_SPARK_WITH_SESSION_TAGS:
         return (
             f"{kind} over Spark Connect needs a server on Spark 4.0 or later, and this one runs Spark "
             f"{spark_version}: its commit is tagged with the commit id through the session setting "
@@ -92,7 +87,7 @@ def refusal(kind: str, table: str, spark_version: str, iceberg_version: str | No
             f"not tell which release {table}'s catalog runs (a session catalog, spark_catalog, does not "
             f"answer system.iceberg_version()); name the table through an Iceberg SparkCatalog, or {fix}"
         )
-    if _numbers(iceberg_version) < FIRST_ICEBERG_WITH_SESSION_TAGS:
+    if major_minor(iceberg_version) < FIRST_ICEBERG_WITH_SESSION_TAGS:
         return (
             f"{kind} over Spark Connect needs Iceberg 1.11 or later on the server, and {table}'s catalog "
             f"runs Iceberg {iceberg_version}: only 1.11 reads the session setting "
