@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs.scan import with_spark_time_travel
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 
 if TYPE_CHECKING:
@@ -88,6 +87,9 @@ def unknown_count_reason(spark: SparkSession, table: str, snapshot_id: int) -> s
     file, makes the count unknowable from metadata alone. Only called when
     :func:`may_count_dead_rows` says the question arises.
     """
+    # pyspark is imported here only: the summary helpers above are pure, for the worker too.
+    from airflow_iceberg.jobs.scan import with_spark_time_travel
+
     # Spark 4.1's Iceberg runtime refuses the ``snapshot-id`` option on metadata tables too.
     options = with_spark_time_travel(spark, {"snapshot-id": str(int(snapshot_id))}, int(snapshot_id))
     entries = spark.read.options(**options).table(f"{quote_identifier(table)}.entries")

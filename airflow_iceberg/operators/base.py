@@ -43,6 +43,11 @@ from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.jobs.spec.request import JobRequest
+from airflow_iceberg.operators.cluster_mode import (
+    cluster_mode_refusal,
+    forget_another_commits_job,
+    result_from_catalog,
+)
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
@@ -161,26 +166,14 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         configs = {hook.catalog_config.catalog_name: hook.catalog_config for hook in self.catalog_hooks}
         lineage = self.plan_lineage(spec, configs)  # every written table's asset URI, before Spark starts
         over_connect = is_spark_connect(self._conn_id)
-        if over_connect:  # what a Spark Connect session cannot take, refused before any session opens
-            catalogs = list(configs.values())
-            refused = connect_refusal(spec) or shared_file_system_refusal(catalogs, self.conf)
-            if refused:
-                raise InvalidSpecError(f"{spec.table}: {refused}")
-            refuse_per_session_secrets(catalogs, settings, self.conf)
-        elif conflict := runtime_conflict(configs.values()):  # spark-submit loads the runtimes
-            raise CatalogSettingsConflictError(f"{spec.table}: {conflict}")
-        elif settings.secret_conf and self._driver_runs_on_the_cluster():
-            raise InvalidCatalogConfigError(
-                f"{spec.table}: the catalog's secrets reach the driver through this worker's private "
-                "file or memory, which a driver in cluster deploy mode cannot read (nor should "
-                "guess at: /proc/<pid>/fd/<n> may name something else there); give the catalog "
-                "credentials the cluster holds, or use client deploy mode (docs/cluster.md)"
-            )
+        # The driver runs on the cluster: its result comes from the catalog (:mod:`.cluster_mode`).
+        on_cluster = not over_connect and self._driver_runs_on_the_cluster()
+        self._refuse_what_cannot_run(spec, settings, configs, over_connect, on_cluster)
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
                 spec=spec,
-                result_file=result_file,
+                result_file=None if on_cluster else result_file,
                 commit_id=self._commit_id(context),
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
@@ -195,20 +188,69 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 self._run_over_connect(spec, settings, request, self._try_numbers(context), held)
             else:
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
-                try:
-                    super().execute(context)
-                except Exception as error:
-                    _raise_job_failure(spec, result_file, error)
-                    raise
-            result = _read_result(result_file)
+                self._run_spark_submit(context, spec, result_file, str(request.commit_id), on_cluster)
+            if on_cluster:
+                table_config = configs[split_identifier(spec.table)[0]]
+                result = result_from_catalog(table_config, spec, str(request.commit_id))
+            else:
+                result = _read_result(result_file)
         if result is None:
             raise IcebergJobError(
                 f"{spec.table}: the job exited without reporting a result. The result file is written "
-                "by the driver, so it is only available in local and client deploy modes"
+                "by the driver in local and client deploy modes; it may have been killed"
             )
         self.finish_lineage(context, lineage, spec, result)  # asset events, OpenLineage; never raises
         self.log_result(result)
         return result
+
+    def _refuse_what_cannot_run(
+        self,
+        spec: ActionSpec,
+        settings: SparkSettings,
+        configs: Mapping[str, Any],
+        over_connect: bool,
+        on_cluster: bool,
+    ) -> None:
+        """Refuse, before any JVM or session starts, what the chosen execution mode cannot run."""
+        if over_connect:  # what a Spark Connect session cannot take, refused before any session opens
+            catalogs = list(configs.values())
+            refused = connect_refusal(spec) or shared_file_system_refusal(catalogs, self.conf)
+            if refused:
+                raise InvalidSpecError(f"{spec.table}: {refused}")
+            refuse_per_session_secrets(catalogs, settings, self.conf)
+            return
+        if conflict := runtime_conflict(configs.values()):  # spark-submit loads the runtimes
+            raise CatalogSettingsConflictError(f"{spec.table}: {conflict}")
+        if not on_cluster:
+            return
+        table_config = configs[split_identifier(spec.table)[0]]
+        if refused := cluster_mode_refusal(spec, table_config, self.partition_events):
+            raise InvalidSpecError(f"{spec.table}: {refused}")
+        if settings.secret_conf:
+            raise InvalidCatalogConfigError(
+                f"{spec.table}: the catalog's secrets reach the driver through this worker's private "
+                "file or memory, which a driver in cluster deploy mode cannot read (nor should "
+                "guess at: /proc/<pid>/fd/<n> may name something else there); give the catalog "
+                "credentials the cluster holds, or use client deploy mode (docs/cluster.md)"
+            )
+
+    def _run_spark_submit(
+        self, context: Context, spec: ActionSpec, result_file: str, commit_id: str, on_cluster: bool
+    ) -> None:
+        """Run spark-submit through the provider (``durable`` resume included); raise the job's own error."""
+        if on_cluster:
+            self._forget_another_commits_job(context, commit_id)
+        try:
+            super().execute(context)
+        except Exception as error:
+            _raise_job_failure(spec, result_file, error)
+            if on_cluster:
+                raise IcebergJobError(
+                    f"{spec.table}: the Spark application failed on the cluster ({error}); its error "
+                    "is in the driver's log there (yarn logs -applicationId <id>, kubectl logs "
+                    "<driver pod>). A failed job leaves the table as it was"
+                ) from error
+            raise
 
     def _run_over_connect(
         self,
@@ -264,6 +306,18 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             "spark.submit.deployMode"
         )
         return mode == "cluster"
+
+    def _forget_another_commits_job(self, context: Context, commit_id: str) -> None:
+        """Keep ``durable``'s stored Spark job for this commit id only: :func:`forget_another_commits_job`."""
+        store = context.get("task_state_store")
+        if store is None or not getattr(self, "durable", False):
+            return
+        job_keys = (self.external_id_key, getattr(self, "_K8S_DRIVER_STATUS_KEY", "k8s_driver_status"))
+        if forget_another_commits_job(store, commit_id, job_keys):
+            self.log.info(
+                "This task instance was cleared since its Spark job ran: submitting a new one for commit %s",
+                commit_id,
+            )
 
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook, except that spark-submit inherits none of Airflow's secrets.

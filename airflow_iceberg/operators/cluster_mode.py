@@ -1,0 +1,109 @@
+"""Cluster deploy mode: what runs there, and the task's result read back from the catalog.
+
+With ``deploy_mode="cluster"`` (YARN, Kubernetes) spark-submit starts the driver on the cluster,
+so nothing the driver writes to its local disk comes back to the Airflow worker. The job is
+told to write no result file at all (a path of the worker's means nothing on a cluster node,
+and on a node that happens to share the worker's disk it would be another task's business).
+Instead the operator finds the job's commit in the catalog by its commit id, with pyiceberg
+(:mod:`airflow_iceberg.catalog.commit_lookup`), and builds the same XCom from it.
+
+That works for every action whose outcome is one tagged commit: the writes, MERGE and DELETE.
+Actions whose result is something the catalog does not keep (rows read, files rewritten, an
+audit's measurements, a publish or tag decided against the branch's state at that moment) are
+refused in cluster mode before anything is submitted, as are catalogs pyiceberg cannot read and
+per-partition asset events (their keys come from the job's manifest read).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.catalog.pyiceberg_tables import PYICEBERG_KINDS
+from airflow_iceberg.catalog.transient_errors import is_transient_error
+from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
+from airflow_iceberg.jobs.spec.writes import WriteSpec
+
+if TYPE_CHECKING:
+    from airflow_iceberg.catalog.config import CatalogConfig
+    from airflow_iceberg.jobs.spec.action import ActionSpec
+
+#: The actions a cluster-mode task can run: each makes one commit tagged with the task's commit id.
+CLUSTER_MODE_ACTIONS = (WriteSpec, MergeSpec, DeleteSpec)
+#: The task state store key holding the commit id the stored Spark job id was submitted for.
+SUBMITTED_FOR_KEY = "airflow_iceberg_commit_id"
+#: How often a catalog read that failed for a transient reason (a timeout, a 503) is tried.
+CATALOG_READ_TRIES = 3
+
+
+def cluster_mode_refusal(spec: ActionSpec, config: CatalogConfig, partition_events: bool) -> str | None:
+    """Why this task cannot run with its driver on the cluster, or None when it can."""
+    if not isinstance(spec, CLUSTER_MODE_ACTIONS):
+        return (
+            f"{type(spec).__name__.removesuffix('Spec').lower()} tasks cannot run in cluster deploy "
+            "mode: their result (rows read, files rewritten, measurements) stays with the driver on "
+            "the cluster, and only writes, MERGE and DELETE can be read back from the catalog; "
+            "use client deploy mode for them (docs/cluster.md)"
+        )
+    if config.kind not in PYICEBERG_KINDS:
+        return (
+            f"a {config.kind} catalog cannot run in cluster deploy mode: the task's result is read "
+            f"back from the catalog with pyiceberg, which reads {', '.join(PYICEBERG_KINDS)} "
+            "catalogs only; use client deploy mode (docs/cluster.md)"
+        )
+    if partition_events:
+        return (
+            "partition_events=True cannot run in cluster deploy mode: the partitions a commit "
+            "changed are read by the driver, whose result stays on the cluster; use client deploy "
+            "mode, or plain asset events (docs/cluster.md)"
+        )
+    return None
+
+
+def result_from_catalog(
+    config: CatalogConfig, spec: ActionSpec, commit_id: str, load_table: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """The job's result, as the job would have written it, built from its commit in the catalog."""
+    from airflow_iceberg.catalog.commit_lookup import committed_by
+
+    if load_table is None:
+        from airflow_iceberg.catalog.pyiceberg_tables import load_table
+    ref = getattr(spec, "branch", None) or "main"
+    table = _read_with_retries(lambda: load_table(config, spec.table))
+    found = committed_by(table, commit_id, ref)
+    if isinstance(spec, WriteSpec):
+        result = {"status": "success", "table": spec.table, "mode": spec.mode, **found}
+        return {**result, "branch": spec.branch} if spec.branch else result
+    return {"status": "success", "table": spec.table, "branch": ref, **found}
+
+
+def _read_with_retries(read: Callable[[], Any]) -> Any:
+    for attempt in range(1, CATALOG_READ_TRIES + 1):
+        try:
+            return read()
+        except Exception as error:
+            if attempt == CATALOG_READ_TRIES or not is_transient_error(error):
+                raise
+            time.sleep(2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def forget_another_commits_job(store: Any, commit_id: str, job_keys: tuple[str, ...]) -> bool:
+    """Drop the stored Spark job of another commit id from the task state store; True if one was dropped.
+
+    The apache-spark provider's ``durable`` execution stores the submitted job's id (a YARN
+    application, a driver pod) so that a retry reconnects to it, and finding it succeeded, submits
+    nothing. Airflow keeps task state across a clear (``[state_store] clear_on_success`` is off
+    by default), so a cleared task, which must write again under a new commit id, would find the
+    earlier run's succeeded job and submit nothing. The job is stored beside the commit id it ran
+    for; a different commit id means a clear, and the stored job is not this one's. A retry keeps
+    its commit id, and so its job.
+    """
+    if store.get(SUBMITTED_FOR_KEY) == commit_id:
+        return False
+    stored = [key for key in job_keys if store.get(key) is not None]
+    for key in job_keys:
+        store.delete(key)
+    store.set(SUBMITTED_FOR_KEY, commit_id)
+    return bool(stored)

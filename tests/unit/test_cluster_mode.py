@@ -1,0 +1,199 @@
+"""Cluster deploy mode on the Airflow side: refusals before spark-submit, the result from the catalog,
+and ``durable``'s stored job kept for one commit id only.
+
+spark-submit is replaced by a stand-in for the driver on the cluster: it reads its arguments as
+the job does (``parse_argv``) and commits to a real catalog (pyiceberg's SQL catalog on SQLite,
+which is also what the operator reads back through the ``iceberg_catalog`` connection), tagged
+with the commit id the operator gave it. The end-to-end run on a real YARN cluster is in
+``tests/integration``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, parse_argv
+from airflow_iceberg.operators import (
+    IcebergAppendOperator,
+    IcebergDeleteOperator,
+    IcebergExpireSnapshotsOperator,
+    IcebergTimeTravelReadOperator,
+)
+from airflow_iceberg.operators.cluster_mode import SUBMITTED_FOR_KEY, forget_another_commits_job
+
+ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "name": pa.array(["a", "b"])})
+
+
+class _TaskInstance:
+    def __init__(self, max_tries: int = 1, try_number: int = 1) -> None:
+        self.dag_id, self.task_id, self.run_id, self.map_index = "d", "t", "manual__1", -1
+        self.max_tries, self.try_number = max_tries, try_number
+
+
+class _StateStore:
+    """Airflow's task state store as the task sees it: get, set, delete."""
+
+    def __init__(self, **values: object) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: object, **_: object) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+@pytest.fixture
+def sqlite_catalog(iceberg_connection, spark_connection, tmp_path):
+    """An ``iceberg_catalog`` connection on a SQLite JDBC catalog, and pyiceberg's own view of it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    database, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
+    warehouse.mkdir()
+    conn_id = iceberg_connection(
+        "lake_catalog",
+        host=f"jdbc:sqlite:{database}",
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": f"file://{warehouse}"},
+    )
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=f"file://{warehouse}")
+    catalog.create_namespace("db")
+    catalog.create_table("db.orders", schema=ROWS.schema)
+    return conn_id, catalog
+
+
+def _driver_on_the_cluster(catalog, seen: dict, commit: bool = True):
+    """spark-submit in cluster mode: the job commits where the catalog is; nothing comes back."""
+
+    def execute(self, context):
+        request = parse_argv(self.application_args)
+        seen["request"], seen["conf"] = request, dict(self.conf)
+        seen["store_at_submit"] = dict(getattr(context.get("task_state_store"), "values", {}))
+        if commit:
+            table = catalog.load_table("db.orders")
+            table.append(ROWS, snapshot_properties={COMMIT_ID_PROPERTY: request.commit_id})
+
+    return execute
+
+
+def _cluster_append(conn_id: str, **kwargs) -> IcebergAppendOperator:
+    return IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, source_query="SELECT 1",
+        deploy_mode="cluster", **kwargs,
+    )
+
+
+def test_a_cluster_mode_write_returns_its_commit_read_back_from_the_catalog(sqlite_catalog, monkeypatch):
+    conn_id, catalog = sqlite_catalog
+    seen: dict = {}
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _driver_on_the_cluster(catalog, seen))
+    # A concurrent writer's commit lands after ours: the result is still ours, found by commit id.
+    original = SparkSubmitOperator.execute
+
+    def then_a_neighbour_commits(self, context):
+        original(self, context)
+        catalog.load_table("db.orders").append(ROWS, snapshot_properties={COMMIT_ID_PROPERTY: "neighbour"})
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", then_a_neighbour_commits)
+    result = _cluster_append(conn_id).execute({"ti": _TaskInstance()})
+
+    assert seen["request"].result_file is None  # a worker's path means nothing on a cluster node
+    table = catalog.load_table("db.orders")
+    ours = next(s for s in table.snapshots() if s.summary[COMMIT_ID_PROPERTY] == seen["request"].commit_id)
+    assert result["status"] == "success" and result["committed"] is True
+    assert result["table"] == "lake.db.orders" and result["mode"] == "append"
+    assert result["snapshot_id"] == ours.snapshot_id != table.current_snapshot().snapshot_id
+    assert result["added_records"] == 2 and result["total_records"] == 2
+    assert result["summary"][COMMIT_ID_PROPERTY] == seen["request"].commit_id
+
+
+def test_a_cluster_mode_job_that_committed_nothing_says_so(sqlite_catalog, monkeypatch):
+    conn_id, catalog = sqlite_catalog
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _driver_on_the_cluster(catalog, {}, commit=False))
+    result = _cluster_append(conn_id).execute({"ti": _TaskInstance()})
+    assert result["committed"] is False and result["snapshot_id"] is None
+
+
+def test_a_failed_cluster_application_points_at_the_driver_log(sqlite_catalog, monkeypatch):
+    conn_id, catalog = sqlite_catalog
+
+    def failed(self, context):
+        raise RuntimeError("YARN application application_1_0002 finished with FAILED")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", failed)
+    with pytest.raises(IcebergJobError, match=r"failed on the cluster .*application_1_0002.*yarn logs"):
+        _cluster_append(conn_id).execute({"ti": _TaskInstance()})
+    assert catalog.load_table("db.orders").current_snapshot() is None
+
+
+@pytest.mark.parametrize(
+    ("operator", "kwargs", "message"),
+    [
+        (IcebergTimeTravelReadOperator, {"snapshot_id": 1}, "read tasks cannot run in cluster deploy mode"),
+        (IcebergExpireSnapshotsOperator, {}, "expiresnapshots tasks cannot run in cluster deploy mode"),
+        (IcebergAppendOperator, {"source_query": "SELECT 1", "partition_events": True}, "partition_events"),
+    ],
+)
+def test_what_cluster_mode_cannot_report_is_refused_before_spark_submit(
+    sqlite_catalog, monkeypatch, operator, kwargs, message
+):
+    conn_id, _ = sqlite_catalog
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = operator(task_id="t", table="db.orders", iceberg_conn_id=conn_id, deploy_mode="cluster", **kwargs)
+    with pytest.raises(InvalidSpecError, match=message):
+        op.execute({"ti": _TaskInstance()})
+
+
+def test_a_catalog_pyiceberg_cannot_read_is_refused_in_cluster_mode(iceberg_connection, spark_connection):
+    conn_id = iceberg_connection(
+        "nessie", host="http://127.0.0.1:19120/api/v2",
+        extra={"catalog_name": "nes", "catalog_type": "nessie", "warehouse": "file:///wh"},
+    )
+    op = IcebergDeleteOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, condition="id = 1", conf={
+            "spark.submit.deployMode": "cluster"
+        },
+    )
+    with pytest.raises(InvalidSpecError, match="a nessie catalog cannot run in cluster deploy mode"):
+        op.execute({"ti": _TaskInstance()})
+
+
+def test_a_retry_keeps_the_stored_spark_job_and_a_clear_forgets_it(sqlite_catalog, monkeypatch):
+    """``durable`` reconnects a retry to its running driver; a cleared task must submit again.
+
+    Airflow keeps task state across a clear, so the provider would find the earlier run's succeeded
+    application and submit nothing; the operator drops a stored job that ran for another commit id.
+    """
+    conn_id, catalog = sqlite_catalog
+    seen: dict = {}
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _driver_on_the_cluster(catalog, seen))
+    op = _cluster_append(conn_id, retries=2)
+    store = _StateStore()
+    op.execute({"ti": _TaskInstance(max_tries=2), "task_state_store": store})
+    first_commit = seen["request"].commit_id
+    assert store.values == {SUBMITTED_FOR_KEY: first_commit}
+    store.set("spark_job_id", "application_1_0001")  # what the provider stored for that submit
+
+    # A retry (same max_tries: same commit id) reaches the provider with the job it must reconnect to.
+    op.execute({"ti": _TaskInstance(max_tries=2, try_number=2), "task_state_store": store})
+    assert seen["request"].commit_id == first_commit
+    assert seen["store_at_submit"]["spark_job_id"] == "application_1_0001"
+
+    # A clear (max_tries raised): a new commit id, and the earlier run's job is gone before submit.
+    op.execute({"ti": _TaskInstance(max_tries=5, try_number=3), "task_state_store": store})
+    assert seen["request"].commit_id != first_commit
+    assert "spark_job_id" not in seen["store_at_submit"]
+    assert seen["store_at_submit"][SUBMITTED_FOR_KEY] == seen["request"].commit_id
+
+
+def test_forgetting_touches_only_a_stored_job_of_another_commit():
+    store = _StateStore(**{SUBMITTED_FOR_KEY: "a", "spark_job_id": "app-1", "k8s_driver_status": "Succeeded"})
+    assert forget_another_commits_job(store, "a", ("spark_job_id", "k8s_driver_status")) is False
+    assert store.values["spark_job_id"] == "app-1"
+    assert forget_another_commits_job(store, "b", ("spark_job_id", "k8s_driver_status")) is True
+    assert store.values == {SUBMITTED_FOR_KEY: "b"}
