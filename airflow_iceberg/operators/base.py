@@ -44,9 +44,12 @@ from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators.cluster_mode import (
+    YARN_SECRET_FILE,
     cluster_mode_refusal,
     forget_another_commits_job,
     result_from_catalog,
+    secret_shipping_refusal,
+    ship_secret_file,
 )
 from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
@@ -187,6 +190,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 held = [name for name, config in configs.items() if config.connect_server_credentials]
                 self._run_over_connect(spec, settings, request, self._try_numbers(context), held)
             else:
+                if on_cluster and request.secret_conf_file:  # into the YARN application's staging dir
+                    self.files = ship_secret_file(self.files, request.secret_conf_file)
+                    request = dataclasses.replace(request, secret_conf_file=YARN_SECRET_FILE)
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 self._run_spark_submit(context, spec, result_file, str(request.commit_id), on_cluster)
             if on_cluster:
@@ -226,13 +232,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         table_config = configs[split_identifier(spec.table)[0]]
         if refused := cluster_mode_refusal(spec, table_config, self.partition_events):
             raise InvalidSpecError(f"{spec.table}: {refused}")
-        if settings.secret_conf:
-            raise InvalidCatalogConfigError(
-                f"{spec.table}: the catalog's secrets reach the driver through this worker's private "
-                "file or memory, which a driver in cluster deploy mode cannot read (nor should "
-                "guess at: /proc/<pid>/fd/<n> may name something else there); give the catalog "
-                "credentials the cluster holds, or use client deploy mode (docs/cluster.md)"
-            )
+        if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), self.conf)):
+            raise InvalidCatalogConfigError(f"{spec.table}: {refused}")
 
     def _run_spark_submit(
         self, context: Context, spec: ActionSpec, result_file: str, commit_id: str, on_cluster: bool
@@ -299,6 +300,10 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         other tables (sources, sinks) override it.
         """
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
+
+    def _master(self) -> str:
+        """The Spark master, as the provider's hook resolves it from the connection."""
+        return str(self._get_hook()._connection.get("master") or "")
 
     def _driver_runs_on_the_cluster(self) -> bool:
         """Cluster deploy mode, from the operator, its ``conf`` or the Spark connection's extra."""

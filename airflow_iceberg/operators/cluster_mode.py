@@ -35,6 +35,10 @@ CLUSTER_MODE_ACTIONS = (WriteSpec, MergeSpec, DeleteSpec)
 SUBMITTED_FOR_KEY = "airflow_iceberg_commit_id"
 #: How often a catalog read that failed for a transient reason (a timeout, a 503) is tried.
 CATALOG_READ_TRIES = 3
+#: The name the catalog secrets file has in a YARN application's containers (``--files path#name``).
+YARN_SECRET_FILE = "airflow-iceberg-secret-conf.json"
+#: The Spark setting that would keep a YARN application's staging directory, secrets file included.
+PRESERVE_STAGING_KEY = "spark.yarn.preserve.staging.files"
 
 
 def cluster_mode_refusal(spec: ActionSpec, config: CatalogConfig, partition_events: bool) -> str | None:
@@ -59,6 +63,39 @@ def cluster_mode_refusal(spec: ActionSpec, config: CatalogConfig, partition_even
             "mode, or plain asset events (docs/cluster.md)"
         )
     return None
+
+
+def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | None:
+    """Why the catalog's secrets cannot reach a driver on the cluster of ``master``, or None when they can.
+
+    On YARN they travel as the keytab and ``--files`` do: spark-submit copies the file into the
+    application's staging directory (``.sparkStaging/<application id>``, readable by the
+    submitting user only), the NodeManager localises it into the application's containers, and
+    Spark deletes the staging directory when the application ends. Nowhere else is there such a
+    private channel from the worker to the driver, so elsewhere the cluster must hold them.
+    """
+    if "yarn" not in master:
+        return (
+            "the catalog's secrets reach a driver on the cluster only on YARN (in the application's "
+            "private staging directory); on Kubernetes keep them in a Kubernetes secret the driver "
+            "mounts, or use client deploy mode (docs/cluster.md)"
+        )
+    if str((conf or {}).get(PRESERVE_STAGING_KEY, "")).strip().lower() == "true":
+        return (
+            f"{PRESERVE_STAGING_KEY}=true would keep the catalog's secrets file in the application's "
+            "staging directory after it ends; leave it unset for tasks whose catalog has secrets"
+        )
+    return None
+
+
+def ship_secret_file(files: str | None, secret_file: str) -> str:
+    """``files`` (spark-submit's ``--files``) with the secrets file added under :data:`YARN_SECRET_FILE`.
+
+    A secrets file an earlier ``execute`` of the same operator object added is replaced, not kept.
+    """
+    alias = f"#{YARN_SECRET_FILE}"
+    kept = [entry for entry in (files or "").split(",") if entry and not entry.endswith(alias)]
+    return ",".join([*kept, f"{secret_file}{alias}"])
 
 
 def result_from_catalog(

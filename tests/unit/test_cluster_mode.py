@@ -10,11 +10,14 @@ with the commit id the operator gave it. The end-to-end run on a real YARN clust
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
+from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
 from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, parse_argv
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
@@ -197,3 +200,78 @@ def test_forgetting_touches_only_a_stored_job_of_another_commit():
     assert store.values["spark_job_id"] == "app-1"
     assert forget_another_commits_job(store, "b", ("spark_job_id", "k8s_driver_status")) is True
     assert store.values == {SUBMITTED_FOR_KEY: "b"}
+
+
+@pytest.fixture
+def yarn_connection(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_YARN_CLUSTER",
+        '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster", '
+        '"yarn_resourcemanager_webapp_address": "http://127.0.0.1:8088"}}',
+    )
+    return "yarn_cluster"
+
+
+@pytest.fixture
+def secret_sqlite_catalog(sqlite_catalog, iceberg_connection, tmp_path):
+    """The SQLite catalog again, with a secret S3 key the job must receive (and argv must not)."""
+    _, catalog = sqlite_catalog
+    conn_id = iceberg_connection(
+        "lake_with_secret",
+        host=f"jdbc:sqlite:{tmp_path / 'catalog.db'}",
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "jdbc",
+            "warehouse": f"file://{tmp_path / 'warehouse'}",
+            "secret_properties": {"s3.secret-access-key": "SENTINEL-s3-key"},
+        },
+    )
+    return conn_id, catalog
+
+
+def test_on_yarn_the_secrets_travel_as_a_file_in_the_applications_staging_dir(
+    secret_sqlite_catalog, yarn_connection, monkeypatch
+):
+    """spark-submit's own command (the provider builds it) ships the secrets file with ``--files``
+    under a fixed name; the job reads that name in its container. No secret on the command line."""
+    conn_id, catalog = secret_sqlite_catalog
+    seen: dict = {}
+    commit = _driver_on_the_cluster(catalog, seen)
+
+    def execute(self, context):
+        hook = self._get_hook()
+        seen["command"] = hook._build_spark_submit_command(self.application)
+        files = seen["command"][seen["command"].index("--files") + 1]
+        secret_path = files.rsplit(",", 1)[-1].removesuffix("#airflow-iceberg-secret-conf.json")
+        seen["shipped"] = json.loads(Path(secret_path).read_text())  # what spark-submit uploads
+        commit(self, context)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", execute)
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+        source_query="SELECT 1", files="/etc/app/lookup.csv", durable=False,
+    )
+    result = op.execute({"ti": _TaskInstance()})
+
+    command = seen["command"]
+    assert command[command.index("--master") + 1] == "yarn"
+    assert command[command.index("--deploy-mode") + 1] == "cluster"
+    files = command[command.index("--files") + 1].split(",")
+    assert files[0] == "/etc/app/lookup.csv" and files[1].endswith("#airflow-iceberg-secret-conf.json")
+    assert seen["request"].secret_conf_file == "airflow-iceberg-secret-conf.json"
+    assert seen["shipped"] == {"spark.sql.catalog.lake.s3.secret-access-key": "SENTINEL-s3-key"}
+    assert "SENTINEL" not in " ".join(command)
+    assert result["committed"] is True
+
+
+def test_a_kept_staging_dir_would_keep_the_secrets_and_is_refused(
+    secret_sqlite_catalog, yarn_connection, monkeypatch
+):
+    conn_id, _ = secret_sqlite_catalog
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+        source_query="SELECT 1", conf={"spark.yarn.preserve.staging.files": "true"},
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=r"preserve\.staging\.files=true would keep"):
+        op.execute({"ti": _TaskInstance()})
