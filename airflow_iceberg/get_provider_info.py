@@ -95,6 +95,13 @@ CONN_FIELDS: dict[str, Any] = {
         "settings. Off: a task with secrets is refused over Spark Connect. spark-submit ignores it.",
         "schema": {"type": ["boolean", "null"], "default": False, "section": CREDENTIALS},
     },
+    "kubernetes_secret": _field(
+        "Kubernetes secret (cluster mode)",
+        "In Kubernetes cluster deploy mode: the Secret, in the driver's namespace, that holds this "
+        "catalog's secrets, one key per catalog property (credential, jdbc.password ...) or Spark "
+        "setting (spark.*); mounted into the driver pod. Leave Password and Secret properties empty then.",
+        section=CREDENTIALS,
+    ),
     "catalog_properties": _json_object(
         "Catalog properties (JSON)",
         'Other catalog properties, e.g. {"oauth2-server-uri": "https://idp/token", "scope": "catalog"}. '

@@ -48,6 +48,8 @@ DEFAULT_SCALA_VERSION = "2.12"
 SPARK4_SCALA_VERSION = "2.13"
 CONN_TYPE = "iceberg_catalog"
 
+#: A Kubernetes object name (DNS-1123 subdomain), as a Secret's name must be.
+KUBERNETES_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][A-Za-z0-9]+)*\Z")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
@@ -96,6 +98,9 @@ class CatalogConfig:
     session_catalog: bool = False
     #: Over Spark Connect the server defines the catalog's secrets (see operators/connect_secrets.py).
     connect_server_credentials: bool = False
+    #: In Kubernetes cluster deploy mode, the Kubernetes secret holding this catalog's secrets,
+    #: mounted into the driver pod (see airflow_iceberg/jobs/secret_mounts.py).
+    kubernetes_secret: str | None = None
     iceberg_version: str = DEFAULT_ICEBERG_VERSION
     spark_version: str = DEFAULT_SPARK_VERSION
     scala_version: str = DEFAULT_SCALA_VERSION
@@ -163,6 +168,7 @@ class CatalogConfig:
         self._validate_uri_secrets()  # first: later messages may quote the URI
         self._validate_locations()
         self._validate_credentials()
+        self._validate_kubernetes_secret()
         for name, properties in (
             ("catalog_properties", self.catalog_properties),
             ("secret_properties", self.secret_properties),
@@ -331,6 +337,22 @@ class CatalogConfig:
                     source,
                     f"{key!r} is also set by the catalog URI's {name}= parameter; set it in one place only",
                 )
+
+    def _validate_kubernetes_secret(self) -> None:
+        if self.kubernetes_secret is None:
+            return
+        _check(
+            len(self.kubernetes_secret) <= 253 and KUBERNETES_NAME_RE.match(self.kubernetes_secret),
+            "kubernetes_secret",
+            f"{self.kubernetes_secret!r} is not a Kubernetes secret name: lower-case letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit",
+        )
+        _check(
+            not self.secret_keys(),
+            "kubernetes_secret",
+            "the connection holds secrets too (Password, Secret properties, a password in the URI); "
+            "keep them in the Kubernetes secret only",
+        )
 
     def _validate_credentials(self) -> None:
         login_key, password_key = self.credential_properties()

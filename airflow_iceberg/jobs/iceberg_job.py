@@ -34,6 +34,7 @@ from airflow_iceberg.jobs.partitions import add_partition_keys
 from airflow_iceberg.jobs.publish import publish_branch
 from airflow_iceberg.jobs.reads import read_table
 from airflow_iceberg.jobs.rollback import rollback
+from airflow_iceberg.jobs.secret_mounts import REDACTION_KEY, read_secret_mounts, redacting
 from airflow_iceberg.jobs.session_commit_tags import require_session_tags
 from airflow_iceberg.jobs.spec.audits import AuditSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
@@ -77,15 +78,22 @@ def read_secret_conf(path: str | None) -> dict[str, str]:
     return {str(key): str(value) for key, value in secrets.items()}
 
 
-def apply_secret_conf(spark: SparkSession, path: str | None) -> list[str]:
-    """Set the catalog secrets of the secrets file on a session the job did not create.
+def read_secrets(request: JobRequest) -> dict[str, str]:
+    """Every catalog secret of the request: its secrets file's, and the cluster's mounted secrets'."""
+    return {**read_secret_conf(request.secret_conf_file), **read_secret_mounts(request.secret_mounts)}
+
+
+def apply_secret_conf(
+    spark: SparkSession, path: str | None, mounts: Mapping[str, str] | None = None
+) -> list[str]:
+    """Set the catalog secrets of the secrets file (and mounted secrets) on a session the job did not create.
 
     :func:`main` gives them to the SparkContext it creates instead (see there); this is for a
     session that already exists (an embedding process, a test). Session settings are not shipped
     to executors, and Spark creates catalogs lazily from them, but Spark copies them into every
     job's properties, which its event log writes out unredacted. Returns the keys set.
     """
-    secrets = read_secret_conf(path)
+    secrets = {**read_secret_conf(path), **read_secret_mounts(mounts or {})}
     for key, value in secrets.items():
         spark.conf.set(key, value)
     return sorted(secrets)
@@ -264,7 +272,7 @@ def run_job(spark: SparkSession, request: JobRequest) -> int:
         refused = connect.unsupported_reason(request.spec) if connect.is_connect(spark) else None
         if refused:
             raise InvalidSpecError(refused)
-        apply_secret_conf(spark, request.secret_conf_file)
+        apply_secret_conf(spark, request.secret_conf_file, request.secret_mounts)
         require_session_tags(spark, request.spec)  # a SQL commit over Connect: is the server new enough?
         result = {"status": "success", **run(spark, request)}
         result["lineage"] = describe_lineage(spark, request.spec)
@@ -321,15 +329,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     request = parse_argv(sys.argv[1:] if argv is None else argv)
     owned = SparkSession.getActiveSession() is None
     try:
-        secrets = read_secret_conf(request.secret_conf_file) if owned else {}
+        secrets = read_secrets(request) if owned else {}
     except InvalidSpecError as error:
         return report_failure(request, describe_error(error))
     builder = SparkSession.builder
     for key, value in secrets.items():
         builder = builder.config(key, value)
+    if owned and request.secret_mounts:  # keys the operator could not know: redacted from here
+        from pyspark import SparkConf  # spark-submit's settings, as the new context will have them
+
+        mounted = read_secret_mounts(request.secret_mounts)
+        builder = builder.config(REDACTION_KEY, redacting(SparkConf().get(REDACTION_KEY, None), mounted))
     spark = builder.getOrCreate()
     if owned:  # the secrets are in SparkConf already; a borrowed session gets them in run_job
-        request = dataclasses.replace(request, secret_conf_file=None)
+        request = dataclasses.replace(request, secret_conf_file=None, secret_mounts={})
     context = spark.sparkContext
     print(f"airflow-iceberg: Spark application {context.applicationId} ({context.appName})", flush=True)
     try:

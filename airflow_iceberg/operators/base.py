@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,8 @@ from airflow_iceberg.operators.cluster_mode import (
     YARN_SECRET_FILE,
     cluster_mode_refusal,
     forget_another_commits_job,
+    kubernetes_mount_conf,
+    kubernetes_secret_mounts,
     result_from_catalog,
     secret_shipping_refusal,
     ship_secret_file,
@@ -63,6 +65,8 @@ from airflow_iceberg.operators.spark_submit_env import spark_submit_environment,
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+    from airflow_iceberg.catalog.config import CatalogConfig
 
 DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
 
@@ -190,9 +194,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 held = [name for name, config in configs.items() if config.connect_server_credentials]
                 self._run_over_connect(spec, settings, request, self._try_numbers(context), held)
             else:
-                if on_cluster and request.secret_conf_file:  # into the YARN application's staging dir
-                    self.files = ship_secret_file(self.files, request.secret_conf_file)
-                    request = dataclasses.replace(request, secret_conf_file=YARN_SECRET_FILE)
+                if on_cluster:
+                    request = self._secrets_for_the_cluster(request, configs.values())
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 self._run_spark_submit(context, spec, result_file, str(request.commit_id), on_cluster)
             if on_cluster:
@@ -247,9 +250,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             _raise_job_failure(spec, result_file, error)
             if on_cluster:
                 raise IcebergJobError(
-                    f"{spec.table}: the Spark application failed on the cluster ({error}); its error "
-                    "is in the driver's log there (yarn logs -applicationId <id>, kubectl logs "
-                    "<driver pod>). A failed job leaves the table as it was"
+                    f"{spec.table}: {error}. In cluster deploy mode the job's own error is in the "
+                    "driver's log on the cluster (yarn logs -applicationId <id>, kubectl logs <driver "
+                    "pod>); a failed job leaves the table as it was"
                 ) from error
             raise
 
@@ -300,6 +303,23 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         other tables (sources, sinks) override it.
         """
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
+
+    def _secrets_for_the_cluster(self, request: JobRequest, configs: Iterable[CatalogConfig]) -> JobRequest:
+        """The request as a driver on the cluster gets its secrets (:mod:`.cluster_mode`).
+
+        YARN: the secrets file travels with ``--files`` into the application's staging directory,
+        and the job reads it in its container. Kubernetes: each connection's ``kubernetes_secret``
+        is mounted into the driver pod, and the job reads the folder; nothing leaves the worker.
+        """
+        if request.secret_conf_file:  # only on YARN: refused elsewhere before this
+            self.files = ship_secret_file(self.files, request.secret_conf_file)
+            request = dataclasses.replace(request, secret_conf_file=YARN_SECRET_FILE)
+        if "k8s" in self._master() and (mounts := kubernetes_secret_mounts(configs)):
+            self.conf = {**kubernetes_mount_conf(mounts), **(self.conf or {})}
+            request = dataclasses.replace(
+                request, secret_mounts={catalog: path for catalog, (_, path) in mounts.items()}
+            )
+        return request
 
     def _master(self) -> str:
         """The Spark master, as the provider's hook resolves it from the connection."""

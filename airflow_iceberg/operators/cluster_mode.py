@@ -17,11 +17,12 @@ per-partition asset events (their keys come from the job's manifest read).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.pyiceberg_tables import PYICEBERG_KINDS
 from airflow_iceberg.catalog.transient_errors import is_transient_error
+from airflow_iceberg.jobs.secret_mounts import mount_path
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.spec.writes import WriteSpec
 
@@ -77,8 +78,9 @@ def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | N
     if "yarn" not in master:
         return (
             "the catalog's secrets reach a driver on the cluster only on YARN (in the application's "
-            "private staging directory); on Kubernetes keep them in a Kubernetes secret the driver "
-            "mounts, or use client deploy mode (docs/cluster.md)"
+            "private staging directory); on Kubernetes keep them in a Kubernetes secret that the "
+            "connection names (kubernetes_secret) and leave them out of the connection, or use "
+            "client deploy mode (docs/cluster.md)"
         )
     if str((conf or {}).get(PRESERVE_STAGING_KEY, "")).strip().lower() == "true":
         return (
@@ -86,6 +88,20 @@ def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | N
             "staging directory after it ends; leave it unset for tasks whose catalog has secrets"
         )
     return None
+
+
+def kubernetes_secret_mounts(configs: Iterable[CatalogConfig]) -> dict[str, tuple[str, str]]:
+    """Catalog name -> (its connection's ``kubernetes_secret``, the folder it is mounted at in the driver)."""
+    return {
+        config.catalog_name: (config.kubernetes_secret, mount_path(config.catalog_name))
+        for config in configs
+        if config.kubernetes_secret
+    }
+
+
+def kubernetes_mount_conf(mounts: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """The Spark settings that mount each secret into the driver pod (names and paths, no values)."""
+    return {f"spark.kubernetes.driver.secrets.{secret}": path for secret, path in mounts.values()}
 
 
 def ship_secret_file(files: str | None, secret_file: str) -> str:

@@ -34,6 +34,7 @@ class _TaskInstance:
     def __init__(self, max_tries: int = 1, try_number: int = 1) -> None:
         self.dag_id, self.task_id, self.run_id, self.map_index = "d", "t", "manual__1", -1
         self.max_tries, self.try_number = max_tries, try_number
+        self.stats_tags: dict[str, str] = {}
 
 
 class _StateStore:
@@ -129,7 +130,8 @@ def test_a_failed_cluster_application_points_at_the_driver_log(sqlite_catalog, m
         raise RuntimeError("YARN application application_1_0002 finished with FAILED")
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", failed)
-    with pytest.raises(IcebergJobError, match=r"failed on the cluster .*application_1_0002.*yarn logs"):
+    failure = r"application_1_0002 finished with FAILED\. In cluster deploy mode .*yarn logs"
+    with pytest.raises(IcebergJobError, match=failure):
         _cluster_append(conn_id).execute({"ti": _TaskInstance()})
     assert catalog.load_table("db.orders").current_snapshot() is None
 
@@ -275,3 +277,98 @@ def test_a_kept_staging_dir_would_keep_the_secrets_and_is_refused(
     )
     with pytest.raises(InvalidCatalogConfigError, match=r"preserve\.staging\.files=true would keep"):
         op.execute({"ti": _TaskInstance()})
+
+
+@pytest.fixture
+def k8s_connection(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_K8S_CLUSTER",
+        '{"conn_type": "spark", "host": "k8s://https://127.0.0.1:6443", '
+        '"extra": {"deploy-mode": "cluster", "namespace": "spark-jobs"}}',
+    )
+    return "k8s_cluster"
+
+
+@pytest.fixture
+def k8s_secret_catalog(sqlite_catalog, iceberg_connection, tmp_path):
+    """The SQLite catalog, its secrets in a Kubernetes secret the connection names (none in Airflow)."""
+    _, catalog = sqlite_catalog
+    conn_id = iceberg_connection(
+        "lake_on_k8s",
+        host=f"jdbc:sqlite:{tmp_path / 'catalog.db'}",
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "jdbc",
+            "warehouse": f"file://{tmp_path / 'warehouse'}",
+            "kubernetes_secret": "lake-catalog",
+        },
+    )
+    return conn_id, catalog
+
+
+class _Pods:
+    """The Kubernetes API as the provider's backend asks it: the driver pod's phase."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read_namespaced_pod(self, name, namespace):
+        from types import SimpleNamespace
+
+        self.reads += 1
+        return SimpleNamespace(status=SimpleNamespace(phase="Succeeded", container_statuses=[]))
+
+
+def test_on_kubernetes_the_providers_backend_submits_once_and_a_retry_reports_the_same_commit(
+    k8s_secret_catalog, k8s_connection, monkeypatch
+):
+    """The apache-spark provider's own Kubernetes backend (``track_driver_via_k8s_api``, ``durable``):
+    spark-submit returns once the driver pod exists, the pod is polled, and a retry after the
+    worker died finds it succeeded, submits nothing, and reports the commit that pod made."""
+    from airflow.providers.apache.spark.hooks import spark_submit as hook_module
+
+    conn_id, catalog = k8s_secret_catalog
+    pods, submits = _Pods(), []
+
+    def submit(hook, application, **kwargs):
+        command = hook._build_spark_submit_command(application)
+        submits.append(command)
+        request = parse_argv(command[command.index(application) + 1 :])  # the job's own arguments
+        tags = {COMMIT_ID_PROPERTY: request.commit_id}
+        catalog.load_table("db.orders").append(ROWS, snapshot_properties=tags)
+        hook._kubernetes_driver_pod = f"orders-driver-{len(submits)}"
+
+    monkeypatch.setattr(hook_module.SparkSubmitHook, "submit", submit)
+    monkeypatch.setattr(hook_module.kube_client, "get_kube_client", lambda *a, **k: pods)
+    store = _StateStore()
+
+    def run(ti):
+        op = IcebergAppendOperator(
+            task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=k8s_connection,
+            source_query="SELECT 1", track_driver_via_k8s_api=True, retries=2,
+        )
+        return op.execute({"ti": ti, "task_state_store": store})
+
+    first = run(_TaskInstance(max_tries=2))
+    command = submits[0]
+    conf = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    assert command[command.index("--master") + 1] == "k8s://https://127.0.0.1:6443"
+    assert conf["spark.kubernetes.namespace"] == "spark-jobs"
+    assert conf["spark.kubernetes.submission.waitAppCompletion"] == "false"  # the backend's own
+    assert conf["spark.kubernetes.driver.secrets.lake-catalog"] == "/opt/airflow-iceberg/secrets/lake"
+    job_argv = command[next(i for i, arg in enumerate(command) if arg.endswith("iceberg_job.py")) + 1 :]
+    assert parse_argv(job_argv).secret_mounts == {"lake": "/opt/airflow-iceberg/secrets/lake"}
+    assert "--secret-conf-file" not in job_argv  # nothing secret leaves the worker
+    assert store.values["spark_job_id"] == "spark-jobs:orders-driver-1"
+    assert store.values["k8s_driver_status"] == "Succeeded"
+    assert first["committed"] is True and first["added_records"] == 2
+
+    # The worker died after the pod succeeded: the retry submits nothing and reports that commit.
+    again = run(_TaskInstance(max_tries=2, try_number=2))
+    assert len(submits) == 1 and again["snapshot_id"] == first["snapshot_id"]
+    assert len(catalog.load_table("db.orders").snapshots()) == 1
+
+    # A clear: a new commit id, a new driver pod, a second commit.
+    cleared = run(_TaskInstance(max_tries=5, try_number=3))
+    assert len(submits) == 2 and cleared["snapshot_id"] != first["snapshot_id"]
+    assert store.values["spark_job_id"] == "spark-jobs:orders-driver-2"

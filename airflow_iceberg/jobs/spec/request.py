@@ -39,6 +39,9 @@ class JobRequest:
     #: Add the keys of the partitions each commit changed to the result (``partition_keys``), for
     #: asset events with a ``partition_key`` (:mod:`airflow_iceberg.jobs.partitions`).
     partition_keys: bool = False
+    #: Catalog name -> the folder in the driver where the cluster mounted that catalog's secrets
+    #: (a Kubernetes secret; :mod:`airflow_iceberg.jobs.secret_mounts`). Paths only, never values.
+    secret_mounts: dict[str, str] = field(default_factory=dict)
 
     def to_argv(self) -> list[str]:
         argv: list[str] = []
@@ -52,6 +55,7 @@ class JobRequest:
             argv += ["--reuse-commit"]
         if self.partition_keys:
             argv += ["--partition-keys"]
+        argv += pairs_argv("--secret-mount", self.secret_mounts)
         argv += pairs_argv("--commit-property", self.commit_properties)
         return argv + self.spec.to_argv()
 
@@ -63,6 +67,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--commit-id")
     parser.add_argument("--reuse-commit", action="store_true")
     parser.add_argument("--partition-keys", action="store_true")
+    parser.add_argument("--secret-mount", type=parse_pair, action="append", default=[])
     parser.add_argument("--commit-property", type=parse_pair, action="append", default=[])
     add_action_parsers(parser)
     return parser
@@ -76,7 +81,8 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
         raise InvalidSpecError("--reuse-commit needs --commit-id, which identifies the earlier commit")
     return JobRequest(spec=spec.validated(), result_file=args.result_file, commit_id=args.commit_id,
                       commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit,
-                      secret_conf_file=args.secret_conf_file, partition_keys=args.partition_keys)
+                      secret_conf_file=args.secret_conf_file, partition_keys=args.partition_keys,
+                      secret_mounts=dict(args.secret_mount))
 
 
 def dump_result(result: Mapping[str, object]) -> str:
