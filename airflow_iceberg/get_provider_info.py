@@ -95,8 +95,8 @@ CONN_FIELDS: dict[str, Any] = {
         "settings. Off: a task with secrets is refused over Spark Connect. spark-submit ignores it.",
         "schema": {"type": ["boolean", "null"], "default": False, "section": CREDENTIALS},
     },
-    "kubernetes_secret": _field(
-        "Kubernetes secret (cluster mode)",
+    "kubernetes_credentials": _field(
+        "Kubernetes Secret with the credentials (cluster mode)",
         "In Kubernetes cluster deploy mode: the Secret, in the driver's namespace, that holds this "
         "catalog's secrets, one key per catalog property (credential, jdbc.password ...) or Spark "
         "setting (spark.*); mounted into the driver pod. Leave Password and Secret properties empty then.",

@@ -100,7 +100,7 @@ class CatalogConfig:
     connect_server_credentials: bool = False
     #: In Kubernetes cluster deploy mode, the Kubernetes secret holding this catalog's secrets,
     #: mounted into the driver pod (see airflow_iceberg/jobs/secret_mounts.py).
-    kubernetes_secret: str | None = None
+    kubernetes_credentials: str | None = None
     iceberg_version: str = DEFAULT_ICEBERG_VERSION
     spark_version: str = DEFAULT_SPARK_VERSION
     scala_version: str = DEFAULT_SCALA_VERSION
@@ -168,7 +168,7 @@ class CatalogConfig:
         self._validate_uri_secrets()  # first: later messages may quote the URI
         self._validate_locations()
         self._validate_credentials()
-        self._validate_kubernetes_secret()
+        self._validate_kubernetes_credentials()
         for name, properties in (
             ("catalog_properties", self.catalog_properties),
             ("secret_properties", self.secret_properties),
@@ -338,18 +338,18 @@ class CatalogConfig:
                     f"{key!r} is also set by the catalog URI's {name}= parameter; set it in one place only",
                 )
 
-    def _validate_kubernetes_secret(self) -> None:
-        if self.kubernetes_secret is None:
+    def _validate_kubernetes_credentials(self) -> None:
+        if self.kubernetes_credentials is None:
             return
         _check(
-            len(self.kubernetes_secret) <= 253 and KUBERNETES_NAME_RE.match(self.kubernetes_secret),
-            "kubernetes_secret",
-            f"{self.kubernetes_secret!r} is not a Kubernetes secret name: lower-case letters, digits, "
+            len(self.kubernetes_credentials) <= 253 and KUBERNETES_NAME_RE.match(self.kubernetes_credentials),
+            "kubernetes_credentials",
+            f"{self.kubernetes_credentials!r} is not a Kubernetes secret name: lower-case letters, digits, "
             "'-' and '.', starting and ending with a letter or digit",
         )
         _check(
             not self.secret_keys(),
-            "kubernetes_secret",
+            "kubernetes_credentials",
             "the connection holds secrets too (Password, Secret properties, a password in the URI); "
             "keep them in the Kubernetes secret only",
         )

@@ -308,7 +308,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """The request as a driver on the cluster gets its secrets (:mod:`.cluster_mode`).
 
         YARN: the secrets file travels with ``--files`` into the application's staging directory,
-        and the job reads it in its container. Kubernetes: each connection's ``kubernetes_secret``
+        and the job reads it in its container. Kubernetes: each connection's ``kubernetes_credentials``
         is mounted into the driver pod, and the job reads the folder; nothing leaves the worker.
         """
         if request.secret_conf_file:  # only on YARN: refused elsewhere before this

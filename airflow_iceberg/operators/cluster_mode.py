@@ -79,7 +79,7 @@ def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | N
         return (
             "the catalog's secrets reach a driver on the cluster only on YARN (in the application's "
             "private staging directory); on Kubernetes keep them in a Kubernetes secret that the "
-            "connection names (kubernetes_secret) and leave them out of the connection, or use "
+            "connection names (kubernetes_credentials) and leave them out of the connection, or use "
             "client deploy mode (docs/cluster.md)"
         )
     if str((conf or {}).get(PRESERVE_STAGING_KEY, "")).strip().lower() == "true":
@@ -91,11 +91,11 @@ def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | N
 
 
 def kubernetes_secret_mounts(configs: Iterable[CatalogConfig]) -> dict[str, tuple[str, str]]:
-    """Catalog name -> (its connection's ``kubernetes_secret``, the folder it is mounted at in the driver)."""
+    """Catalog name -> (its ``kubernetes_credentials`` Secret, the folder it is mounted at in the driver)."""
     return {
-        config.catalog_name: (config.kubernetes_secret, mount_path(config.catalog_name))
+        config.catalog_name: (config.kubernetes_credentials, mount_path(config.catalog_name))
         for config in configs
-        if config.kubernetes_secret
+        if config.kubernetes_credentials
     }
 
 

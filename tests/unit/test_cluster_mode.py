@@ -300,7 +300,7 @@ def k8s_secret_catalog(sqlite_catalog, iceberg_connection, tmp_path):
             "catalog_name": "lake",
             "catalog_type": "jdbc",
             "warehouse": f"file://{tmp_path / 'warehouse'}",
-            "kubernetes_secret": "lake-catalog",
+            "kubernetes_credentials": "lake-catalog",
         },
     )
     return conn_id, catalog
