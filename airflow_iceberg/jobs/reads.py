@@ -19,6 +19,7 @@ from airflow_iceberg.jobs.commits import earlier_commit, new_commit_id, result_o
 from airflow_iceberg.jobs.scan import project, reader_options, with_spark_time_travel
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier
 from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import SOURCE_SNAPSHOT_PROPERTY
 from airflow_iceberg.jobs.spec.writes import CREATE_MODES
 from airflow_iceberg.jobs.streams import stream_table
 from airflow_iceberg.jobs.table_state import (
@@ -180,7 +181,10 @@ def read_table(
             "reused_earlier_commit": True,
         }
     elif spec.sink_table:
-        result["sink"] = _write_sink_table(spark, spec, df, commit_id or new_commit_id(), commit_properties)
+        # The sink commit names the snapshot it copied: what a reader of the catalog alone (the
+        # operator in cluster deploy mode) reports as the read's snapshot_id.
+        tagged = {**(commit_properties or {}), SOURCE_SNAPSHOT_PROPERTY: str(snapshot_id)}
+        result["sink"] = _write_sink_table(spark, spec, df, commit_id or new_commit_id(), tagged)
         result["row_count"] = result["sink"].get("added_records", 0)
     elif spec.sink_path and spec.sink_path_mode != "ignore":
         observation = Observation("airflow_iceberg_sink")

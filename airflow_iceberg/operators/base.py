@@ -199,8 +199,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 self._configure_submit(settings, request, job_archive=str(write_job_archive(workdir)))
                 self._run_spark_submit(context, spec, result_file, str(request.commit_id), on_cluster)
             if on_cluster:
-                table_config = configs[split_identifier(spec.table)[0]]
-                result = result_from_catalog(table_config, spec, str(request.commit_id))
+                result = result_from_catalog(configs, spec, str(request.commit_id))
             else:
                 result = _read_result(result_file)
         if result is None:
@@ -232,8 +231,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             raise CatalogSettingsConflictError(f"{spec.table}: {conflict}")
         if not on_cluster:
             return
-        table_config = configs[split_identifier(spec.table)[0]]
-        if refused := cluster_mode_refusal(spec, table_config, self.partition_events):
+        if refused := cluster_mode_refusal(spec, configs, self.partition_events):
             raise InvalidSpecError(f"{spec.table}: {refused}")
         if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), self.conf)):
             raise InvalidCatalogConfigError(f"{spec.table}: {refused}")

@@ -7,7 +7,8 @@ and on a node that happens to share the worker's disk it would be another task's
 Instead the operator finds the job's commit in the catalog by its commit id, with pyiceberg
 (:mod:`airflow_iceberg.catalog.commit_lookup`), and builds the same XCom from it.
 
-That works for every action whose outcome is one tagged commit: the writes, MERGE and DELETE.
+That works for every action whose outcome is one tagged commit: the writes, MERGE and DELETE,
+and a read that copies into a sink table (its sink commit also names the snapshot it copied).
 Actions whose result is something the catalog does not keep (rows read, files rewritten, an
 audit's measurements, a publish or tag decided against the branch's state at that moment) are
 refused in cluster mode before anything is submitted, as are catalogs pyiceberg cannot read and
@@ -23,6 +24,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_iceberg.catalog.pyiceberg_tables import PYICEBERG_KINDS
 from airflow_iceberg.catalog.transient_errors import is_transient_error
 from airflow_iceberg.jobs.secret_mounts import mount_path
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
+from airflow_iceberg.jobs.spec.reads import ReadSpec
+from airflow_iceberg.jobs.spec.request import SOURCE_SNAPSHOT_PROPERTY
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.spec.writes import WriteSpec
 
@@ -42,15 +46,21 @@ YARN_SECRET_FILE = "airflow-iceberg-secret-conf.json"
 PRESERVE_STAGING_KEY = "spark.yarn.preserve.staging.files"
 
 
-def cluster_mode_refusal(spec: ActionSpec, config: CatalogConfig, partition_events: bool) -> str | None:
+def cluster_mode_refusal(
+    spec: ActionSpec, configs: Mapping[str, CatalogConfig], partition_events: bool
+) -> str | None:
     """Why this task cannot run with its driver on the cluster, or None when it can."""
-    if not isinstance(spec, CLUSTER_MODE_ACTIONS):
+    if isinstance(spec, ReadSpec):
+        if refused := _read_refusal(spec):
+            return refused
+    elif not isinstance(spec, CLUSTER_MODE_ACTIONS):
         return (
             f"{type(spec).__name__.removesuffix('Spec').lower()} tasks cannot run in cluster deploy "
             "mode: their result (rows read, files rewritten, measurements) stays with the driver on "
-            "the cluster, and only writes, MERGE and DELETE can be read back from the catalog; "
-            "use client deploy mode for them (docs/cluster.md)"
+            "the cluster, and only writes, MERGE, DELETE and a read into a sink table can be read "
+            "back from the catalog; use client deploy mode for them (docs/cluster.md)"
         )
+    config = configs[catalog_of(written_table(spec))]
     if config.kind not in PYICEBERG_KINDS:
         return (
             f"a {config.kind} catalog cannot run in cluster deploy mode: the task's result is read "
@@ -64,6 +74,28 @@ def cluster_mode_refusal(spec: ActionSpec, config: CatalogConfig, partition_even
             "mode, or plain asset events (docs/cluster.md)"
         )
     return None
+
+
+def _read_refusal(spec: ReadSpec) -> str | None:
+    """A read runs in cluster mode only as a copy into a table: the sink commit is what is read back."""
+    if spec.sink_table and not (spec.is_stream or spec.start_snapshot_id is not None or spec.preview_rows):
+        return None
+    return (
+        "a read runs in cluster deploy mode only as a batch copy into a sink_table, without "
+        "preview_rows: the sink's commit is read back from the catalog, with the snapshot it copied; "
+        "rows, files, incremental ranges and streams stay with the driver on the cluster; use "
+        "client deploy mode (docs/cluster.md)"
+    )
+
+
+def written_table(spec: ActionSpec) -> str:
+    """The table whose commit a cluster-mode task's result is: a read's sink, or the task's table."""
+    return str(spec.sink_table) if isinstance(spec, ReadSpec) else spec.table
+
+
+def catalog_of(table: str) -> str:
+    """The catalog part of a qualified table name."""
+    return split_identifier(table)[0]
 
 
 def secret_shipping_refusal(master: str, conf: dict[str, Any] | None) -> str | None:
@@ -115,15 +147,31 @@ def ship_secret_file(files: str | None, secret_file: str) -> str:
 
 
 def result_from_catalog(
-    config: CatalogConfig, spec: ActionSpec, commit_id: str, load_table: Callable[..., Any] | None = None
+    configs: Mapping[str, CatalogConfig],
+    spec: ActionSpec,
+    commit_id: str,
+    load_table: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """The job's result, as the job would have written it, built from its commit in the catalog."""
     from airflow_iceberg.catalog.commit_lookup import committed_by
 
     if load_table is None:
         from airflow_iceberg.catalog.pyiceberg_tables import load_table
+    if isinstance(spec, ReadSpec):  # a batch copy into a sink table (the only read cluster mode runs)
+        sink_name = written_table(spec)
+        sink_table = _read_with_retries(lambda: load_table(configs[catalog_of(sink_name)], sink_name))
+        sink = committed_by(sink_table, commit_id, "main")
+        source = sink.get("summary", {}).get(SOURCE_SNAPSHOT_PROPERTY)
+        return {
+            "status": "success",
+            "table": spec.table,
+            "selector": spec.selector,
+            "snapshot_id": int(source) if source is not None else None,
+            "row_count": sink.get("added_records", 0),
+            "sink": {"table": sink_name, "mode": spec.sink_mode, **sink},
+        }
     ref = getattr(spec, "branch", None) or "main"
-    table = _read_with_retries(lambda: load_table(config, spec.table))
+    table = _read_with_retries(lambda: load_table(configs[catalog_of(spec.table)], spec.table))
     found = committed_by(table, commit_id, ref)
     if isinstance(spec, WriteSpec):
         result = {"status": "success", "table": spec.table, "mode": spec.mode, **found}

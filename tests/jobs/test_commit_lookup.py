@@ -14,10 +14,12 @@ import pytest
 
 from airflow_iceberg.catalog.commit_lookup import UNCHECKED_COUNT_REASON, committed_by
 from airflow_iceberg.jobs.merges import delete_from, merge_into
+from airflow_iceberg.jobs.reads import read_table
+from airflow_iceberg.jobs.spec.request import SOURCE_SNAPSHOT_PROPERTY
 from airflow_iceberg.jobs.spec.row_changes import DeleteSpec, MergeSpec
 from airflow_iceberg.jobs.spec.sources import Source
 from airflow_iceberg.jobs.writes import write_table
-from tests.jobs.helpers import values_query, write_spec
+from tests.jobs.helpers import read_spec, values_query, write_spec
 
 #: What the job adds beside the commit's description (and the lookup cannot, or need not, know).
 NOT_COMPARED = {"table", "mode", "branch", "reused_earlier_commit"}
@@ -50,6 +52,19 @@ def test_writes_are_found_as_the_job_reported_them(spark, lake, table):
     _same_commit(overwritten, committed_by(lake.load(table), "c-overwrite", "main"))
     # The earlier commits are still found by their own ids, not mistaken for the newest.
     assert committed_by(lake.load(table), "c-append", "main")["snapshot_id"] == appended["snapshot_id"]
+
+
+def test_a_copy_into_a_sink_table_is_found_with_the_snapshot_it_read(spark, lake, table, new_table):
+    created = write_table(spark, write_spec(table, "create", ROWS), commit_id="c-create")
+    write_table(spark, write_spec(table, "append", MORE), commit_id="c-append")
+    sink = new_table("copy")
+    read = read_table(
+        spark, read_spec(table, snapshot_id=created["snapshot_id"], sink_table=sink), commit_id="c-copy"
+    )
+    found = committed_by(lake.load(sink), "c-copy", "main")
+    _same_commit(read["sink"], found)
+    assert int(found["summary"][SOURCE_SNAPSHOT_PROPERTY]) == read["snapshot_id"] == created["snapshot_id"]
+    assert found["added_records"] == read["row_count"] == 3
 
 
 def test_a_commit_no_snapshot_carries_is_reported_as_not_committed(spark, lake, table):

@@ -18,7 +18,7 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
-from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, parse_argv
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, SOURCE_SNAPSHOT_PROPERTY, parse_argv
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
     IcebergDeleteOperator,
@@ -139,7 +139,12 @@ def test_a_failed_cluster_application_points_at_the_driver_log(sqlite_catalog, m
 @pytest.mark.parametrize(
     ("operator", "kwargs", "message"),
     [
-        (IcebergTimeTravelReadOperator, {"snapshot_id": 1}, "read tasks cannot run in cluster deploy mode"),
+        (IcebergTimeTravelReadOperator, {"snapshot_id": 1}, "only as a batch copy into a sink_table"),
+        (
+            IcebergTimeTravelReadOperator,
+            {"snapshot_id": 1, "sink_table": "db.copy", "preview_rows": 5},
+            "only as a batch copy into a sink_table, without preview_rows",
+        ),
         (IcebergExpireSnapshotsOperator, {}, "expiresnapshots tasks cannot run in cluster deploy mode"),
         (IcebergAppendOperator, {"source_query": "SELECT 1", "partition_events": True}, "partition_events"),
     ],
@@ -152,6 +157,31 @@ def test_what_cluster_mode_cannot_report_is_refused_before_spark_submit(
     op = operator(task_id="t", table="db.orders", iceberg_conn_id=conn_id, deploy_mode="cluster", **kwargs)
     with pytest.raises(InvalidSpecError, match=message):
         op.execute({"ti": _TaskInstance()})
+
+
+def test_a_cluster_mode_copy_into_a_sink_table_reports_the_sink_commit_and_the_snapshot_it_read(
+    sqlite_catalog, monkeypatch
+):
+    conn_id, catalog = sqlite_catalog
+    source = catalog.load_table("db.orders")
+    source.append(ROWS, snapshot_properties={COMMIT_ID_PROPERTY: "an-earlier-task"})
+    read_at = source.current_snapshot().snapshot_id
+    sink = catalog.create_table("db.copy", schema=ROWS.schema)
+
+    def driver(self, context):  # the job copies the snapshot and tags the sink commit with it
+        request = parse_argv(self.application_args)
+        tags = {COMMIT_ID_PROPERTY: request.commit_id, SOURCE_SNAPSHOT_PROPERTY: str(read_at)}
+        sink.append(ROWS, snapshot_properties=tags)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", driver)
+    op = IcebergTimeTravelReadOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, deploy_mode="cluster",
+        snapshot_id=read_at, sink_table="db.copy", sink_mode="append",
+    )
+    result = op.execute({"ti": _TaskInstance()})
+    copied = catalog.load_table("db.copy").current_snapshot()
+    assert result["snapshot_id"] == read_at and result["row_count"] == 2
+    assert result["sink"]["table"] == "lake.db.copy" and result["sink"]["snapshot_id"] == copied.snapshot_id
 
 
 def test_a_catalog_pyiceberg_cannot_read_is_refused_in_cluster_mode(iceberg_connection, spark_connection):

@@ -19,6 +19,8 @@ from airflow_iceberg.jobs.spec.registry import add_action_parsers, spec_from_arg
 
 #: Snapshot-summary key that tags each commit with the id of the operator run that made it.
 COMMIT_ID_PROPERTY = "airflow-iceberg.commit-id"
+#: Snapshot-summary key of a read's sink commit: the snapshot of the source table it copied.
+SOURCE_SNAPSHOT_PROPERTY = "airflow-iceberg.source-snapshot-id"
 
 
 @dataclass(frozen=True)
