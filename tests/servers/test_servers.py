@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import signal
@@ -530,6 +531,32 @@ def test_yarn_runs_a_cluster_mode_application_on_loopback_only(tmp_path: Path) -
     metadata = max(versions, key=lambda path: int(path.name.split(".")[0][1:]))  # v<N>.metadata.json
     table = StaticTable.from_metadata(metadata.as_uri())
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_yarn_stop_kills_containers_a_dead_node_manager_left(tmp_path: Path) -> None:
+    """A container runs in a session of its own: if its NodeManager was SIGKILLed, stop() kills it."""
+    container_dir = tmp_path / "yarn" / "nm-local" / "usercache" / "me" / "appcache" / "app_1" / "container_1"
+    container_dir.mkdir(parents=True)
+    container = subprocess.Popen(  # a launch script and the JVM it started, as the NodeManager runs them
+        ["sh", "-c", "sleep 300 & echo $!; wait"],
+        cwd=container_dir,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert container.stdout is not None
+        child = int(container.stdout.readline())
+        cluster = YarnCluster(tmp_path / "yarn")
+        assert set(cluster.container_pids()) == {container.pid, child}
+        cluster.stop()
+        assert container.wait(timeout=10) == -signal.SIGKILL
+        assert wait_dead(child)
+        assert not cluster.container_pids()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(container.pid, signal.SIGKILL)
+        container.wait()
 
 
 def test_socket_helper_sees_a_wildcard_listener() -> None:
