@@ -37,6 +37,8 @@ export OPENLINEAGE_SPARK_COORDINATE="io.openlineage:openlineage-spark_$_scala:1.
 export OPENLINEAGE_SPARK_JAR="$_root/.cache/jars/openlineage-spark_$_scala-1.53.0.jar"
 # Nessie's server for the Nessie catalog tests (its Quarkus runner jar, Java 21+).
 export NESSIE_RUNNER_JAR="$_root/.cache/jars/nessie-quarkus-0.99.0-runner.jar"
+# The YARN test cluster's classpath (Hadoop 3.3.4's ResourceManager and NodeManager, from .cache/m2).
+export YARN_SERVER_CLASSPATH="$_root/.cache/yarn-server.classpath"
 # spark-submit's --packages resolves through Ivy, whose cache lives in the checkout (setup warms it).
 export SPARK_IVY_CACHE="$_root/.cache/ivy"
 export ICEBERG_DEMO_WAREHOUSE="$_root/warehouse"

@@ -6,6 +6,8 @@
 #   .spark41-venv/ pyspark 4.1, the third (SPARK_LINE=4.1): the Spark Connect test server runs it
 #   .cache/jars/  the official Iceberg Spark runtime jar of each Spark line, the S3 jars and Nessie's
 #                 server, from Maven Central
+#   .cache/m2/    Maven's local repository, with the YARN test cluster's Hadoop jars
+#                 (.cache/yarn-server.classpath lists them)
 #   .cache/ivy/   spark-submit --packages' Ivy cache, warmed with the runtime and iceberg-aws-bundle
 #   .airflow/     AIRFLOW_HOME with a migrated SQLite metadata database
 set -euo pipefail
@@ -64,6 +66,15 @@ fetch_jar org.apache.hadoop:hadoop-aws:3.3.4 "$hadoop_aws_jar"
 fetch_jar com.amazonaws:aws-java-sdk-bundle:1.12.262 "$aws_sdk_jar"
 # A Nessie server for the Nessie catalog tests (runs on the Temurin JDK: Nessie 0.99 needs Java 21).
 fetch_jar org.projectnessie.nessie:nessie-quarkus:0.99.0:jar:runner "$NESSIE_RUNNER_JAR"
+# Hadoop 3.3.4's ResourceManager and NodeManager for the YARN test cluster (tests/servers/yarn.py):
+# their jars go to .cache/m2 and their classpath to $YARN_SERVER_CLASSPATH, with "@M2@" standing for
+# .cache/m2 so that the list holds in every worktree; resolved again when the pom changes.
+yarn_pom=tests/servers/java/yarn-daemons/pom.xml
+if [ ! -s "$YARN_SERVER_CLASSPATH" ] || [ "$yarn_pom" -nt "$YARN_SERVER_CLASSPATH" ]; then
+  echo "==> resolving the YARN daemons' classpath ($yarn_pom) from Maven Central"
+  mvn -q -B -f "$yarn_pom" dependency:build-classpath -Dmdep.outputFile="$YARN_SERVER_CLASSPATH" \
+    -Dmdep.localRepoProperty=@M2@ -Dmaven.repo.local="$PWD/.cache/m2"
+fi
 
 # JDBC drivers for the JDBC catalog tests (PostgreSQL, SQLite); PostgreSQL itself for its server.
 if [ ! -f /usr/share/java/postgresql.jar ] || [ ! -f /usr/share/java/sqlite-jdbc.jar ] \

@@ -15,6 +15,8 @@ that production catalogs speak:
   Iceberg REST catalog with OAuth2 and an S3 endpoint.
 - :class:`~tests.servers.spark_connect.SparkConnectServer`: a Spark Connect server from the Spark
   4.0 runtime with the Iceberg runtime on its classpath, for the operators' Connect mode.
+- :class:`~tests.servers.yarn.YarnCluster`: Hadoop 3.3.4's YARN ResourceManager and one NodeManager
+  on the local file system, for spark-submit's ``--master yarn`` (client and cluster deploy mode).
 """
 
 from .hive_metastore import HiveMetastore
@@ -22,6 +24,7 @@ from .postgres import PostgresServer
 from .process import ManagedProcess, ServerError
 from .seaweedfs_rest import SeaweedRestCatalog
 from .spark_connect import SparkConnectServer
+from .yarn import YarnCluster
 
 __all__ = [
     "HiveMetastore",
@@ -30,4 +33,5 @@ __all__ = [
     "SeaweedRestCatalog",
     "ServerError",
     "SparkConnectServer",
+    "YarnCluster",
 ]

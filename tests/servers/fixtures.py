@@ -23,6 +23,7 @@ from .nessie import NessieServer
 from .postgres import PostgresServer
 from .seaweedfs_rest import SeaweedRestCatalog
 from .spark_connect import SERVER_ICEBERG_VERSION, SparkConnectServer
+from .yarn import YarnCluster
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPARK_PYTHON = ".spark-venv/bin/python"
@@ -97,6 +98,18 @@ def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedRe
 def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NessieServer]:
     """A Nessie server (in-memory version store) on 127.0.0.1, shared by the session."""
     with NessieServer(tmp_path_factory.mktemp("nessie")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
+    """A YARN ResourceManager and NodeManager on 127.0.0.1, shared by the session.
+
+    spark-submit reaches it with ``--master yarn``, the environment ``.spark_env()``
+    (``HADOOP_CONF_DIR``) and the settings ``.spark_conf(spark_home(), <Spark python>)``; the
+    provider's ``yarn_resourcemanager_webapp_address`` is ``.rm_webapp_address``.
+    """
+    with YarnCluster(tmp_path_factory.mktemp("yarn")) as server:
         yield server
 
 
