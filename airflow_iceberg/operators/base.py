@@ -42,8 +42,10 @@ from airflow_iceberg.jobs import ICEBERG_JOB_PATH, write_job_archive
 from airflow_iceberg.jobs.connect import unsupported_reason as connect_refusal
 from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
+from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators.cluster_mode import (
+    RM_WEBAPP_ADDRESS_KEY,
     YARN_SECRET_FILE,
     cluster_mode_refusal,
     forget_another_commits_job,
@@ -176,6 +178,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         # The driver runs on the cluster: its result comes from the catalog (:mod:`.cluster_mode`).
         on_cluster = not over_connect and self._driver_runs_on_the_cluster()
         self._refuse_what_cannot_run(spec, settings, configs, over_connect, on_cluster)
+        if on_cluster:
+            spec = self._for_the_cluster(spec)
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -301,6 +305,33 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         other tables (sources, sinks) override it.
         """
         return dataclasses.replace(spec, table=self.qualify(spec.table, catalog_names))
+
+    def _for_the_cluster(self, spec: ActionSpec) -> ActionSpec:
+        """Settle what cluster deploy mode changes before submitting: the spec, YARN's tracking.
+
+        Preview rows stay with the driver, so a read's ``preview_rows`` is dropped (with a warning)
+        rather than computed for nothing. ``durable`` on YARN needs the provider to poll the
+        ResourceManager (``yarn_track_via_rm_api``): turned on when the Spark connection names the
+        ResourceManager's web address, refused before anything is submitted when it does not.
+        """
+        if isinstance(spec, ReadSpec) and spec.preview_rows:
+            self.log.warning(
+                "preview_rows=%s is ignored in cluster deploy mode: the rows stay with the driver on "
+                "the cluster; the XCom has no preview",
+                spec.preview_rows,
+            )
+            spec = dataclasses.replace(spec, preview_rows=0)
+        if "yarn" in self._master() and getattr(self, "durable", False) and not self._yarn_track_via_rm_api:
+            extra = self._get_hook().get_connection(self._conn_id).extra_dejson
+            if not str(extra.get(RM_WEBAPP_ADDRESS_KEY) or "").strip():
+                raise InvalidSpecError(
+                    f"{spec.table}: durable execution (on by default with Airflow 3.3) of a YARN "
+                    "cluster-mode task reconnects to its application through the ResourceManager's "
+                    f"REST API: set {RM_WEBAPP_ADDRESS_KEY} in the Spark connection's extra "
+                    "(e.g. http://resourcemanager:8088), or durable=False (docs/cluster.md)"
+                )
+            self._yarn_track_via_rm_api = True
+        return spec
 
     def _secrets_for_the_cluster(self, request: JobRequest, configs: Iterable[CatalogConfig]) -> JobRequest:
         """The request as a driver on the cluster gets its secrets (:mod:`.cluster_mode`).

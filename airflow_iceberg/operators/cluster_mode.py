@@ -40,6 +40,8 @@ CLUSTER_MODE_ACTIONS = (WriteSpec, MergeSpec, DeleteSpec)
 SUBMITTED_FOR_KEY = "airflow_iceberg_commit_id"
 #: How often a catalog read that failed for a transient reason (a timeout, a 503) is tried.
 CATALOG_READ_TRIES = 3
+#: The Spark connection extra the apache-spark provider polls YARN's ResourceManager at.
+RM_WEBAPP_ADDRESS_KEY = "yarn_resourcemanager_webapp_address"
 #: The name the catalog secrets file has in a YARN application's containers (``--files path#name``).
 YARN_SECRET_FILE = "airflow-iceberg-secret-conf.json"
 #: The Spark setting that would keep a YARN application's staging directory, secrets file included.
@@ -78,13 +80,13 @@ def cluster_mode_refusal(
 
 def _read_refusal(spec: ReadSpec) -> str | None:
     """A read runs in cluster mode only as a copy into a table: the sink commit is what is read back."""
-    if spec.sink_table and not (spec.is_stream or spec.start_snapshot_id is not None or spec.preview_rows):
+    if spec.sink_table and not (spec.is_stream or spec.start_snapshot_id is not None):
         return None
     return (
-        "a read runs in cluster deploy mode only as a batch copy into a sink_table, without "
-        "preview_rows: the sink's commit is read back from the catalog, with the snapshot it copied; "
-        "rows, files, incremental ranges and streams stay with the driver on the cluster; use "
-        "client deploy mode (docs/cluster.md)"
+        "a read runs in cluster deploy mode only as a batch copy into a sink_table: the sink's "
+        "commit is read back from the catalog, with the snapshot it copied; rows, files, "
+        "incremental ranges and streams stay with the driver on the cluster; use client deploy "
+        "mode (docs/cluster.md)"
     )
 
 

@@ -140,11 +140,6 @@ def test_a_failed_cluster_application_points_at_the_driver_log(sqlite_catalog, m
     ("operator", "kwargs", "message"),
     [
         (IcebergTimeTravelReadOperator, {"snapshot_id": 1}, "only as a batch copy into a sink_table"),
-        (
-            IcebergTimeTravelReadOperator,
-            {"snapshot_id": 1, "sink_table": "db.copy", "preview_rows": 5},
-            "only as a batch copy into a sink_table, without preview_rows",
-        ),
         (IcebergExpireSnapshotsOperator, {}, "expiresnapshots tasks cannot run in cluster deploy mode"),
         (IcebergAppendOperator, {"source_query": "SELECT 1", "partition_events": True}, "partition_events"),
     ],
@@ -170,15 +165,17 @@ def test_a_cluster_mode_copy_into_a_sink_table_reports_the_sink_commit_and_the_s
 
     def driver(self, context):  # the job copies the snapshot and tags the sink commit with it
         request = parse_argv(self.application_args)
+        assert request.spec.preview_rows == 0
         tags = {COMMIT_ID_PROPERTY: request.commit_id, SOURCE_SNAPSHOT_PROPERTY: str(read_at)}
         sink.append(ROWS, snapshot_properties=tags)
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", driver)
     op = IcebergTimeTravelReadOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, deploy_mode="cluster",
-        snapshot_id=read_at, sink_table="db.copy", sink_mode="append",
+        snapshot_id=read_at, sink_table="db.copy", sink_mode="append", preview_rows=3,
     )
     result = op.execute({"ti": _TaskInstance()})
+    assert "preview" not in result  # the rows stay with the driver; the job was not asked for them
     copied = catalog.load_table("db.copy").current_snapshot()
     assert result["snapshot_id"] == read_at and result["row_count"] == 2
     assert result["sink"]["table"] == "lake.db.copy" and result["sink"]["snapshot_id"] == copied.snapshot_id
@@ -402,3 +399,36 @@ def test_on_kubernetes_the_providers_backend_submits_once_and_a_retry_reports_th
     cleared = run(_TaskInstance(max_tries=5, try_number=3))
     assert len(submits) == 2 and cleared["snapshot_id"] != first["snapshot_id"]
     assert store.values["spark_job_id"] == "spark-jobs:orders-driver-2"
+
+
+def test_durable_on_yarn_polls_the_resource_manager_or_is_refused(
+    sqlite_catalog, yarn_connection, monkeypatch
+):
+    """The provider refuses ``durable`` in YARN cluster mode without ``yarn_track_via_rm_api``;
+    the operator turns it on when the Spark connection names the ResourceManager, else refuses
+    before anything is submitted, saying what to set."""
+    conn_id, catalog = sqlite_catalog
+    seen: dict = {}
+    commit = _driver_on_the_cluster(catalog, seen)
+
+    def execute(self, context):
+        seen["tracks_via_rm"] = self._get_hook()._should_track_yarn_application_via_rm_api()
+        commit(self, context)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", execute)
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+        source_query="SELECT 1",
+    )
+    assert op.durable is True  # Airflow 3.3's default
+    assert op.execute({"ti": _TaskInstance()})["committed"] is True
+    assert seen["tracks_via_rm"] is True
+
+    no_rm = '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}'
+    monkeypatch.setenv("AIRFLOW_CONN_YARN_NO_RM", no_rm)
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id="yarn_no_rm",
+        source_query="SELECT 1",
+    )
+    with pytest.raises(InvalidSpecError, match="set yarn_resourcemanager_webapp_address in the Spark"):
+        op.execute({"ti": _TaskInstance()})
