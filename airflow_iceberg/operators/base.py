@@ -45,6 +45,7 @@ from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators.cluster_mode import (
+    PRESERVE_STAGING_KEY,
     RM_WEBAPP_ADDRESS_KEY,
     YARN_SECRET_FILE,
     cluster_mode_refusal,
@@ -62,7 +63,7 @@ from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin, check_partition_events_supported
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
-from airflow_iceberg.operators.spark_defaults import deployment_property
+from airflow_iceberg.operators.spark_defaults import deployment_property, jvm_system_property
 from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
 
 if TYPE_CHECKING:
@@ -237,7 +238,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             return
         if refused := cluster_mode_refusal(spec, configs, self.partition_events):
             raise InvalidSpecError(f"{spec.table}: {refused}")
-        if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), self.conf)):
+        staging = self._submit_property(PRESERVE_STAGING_KEY)
+        shipping_conf = {**(self.conf or {}), **({PRESERVE_STAGING_KEY: staging} if staging else {})}
+        if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), shipping_conf)):
             raise InvalidCatalogConfigError(f"{spec.table}: {refused}")
 
     def _run_spark_submit(
@@ -355,11 +358,35 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         return str(self._get_hook()._connection.get("master") or "")
 
     def _driver_runs_on_the_cluster(self) -> bool:
-        """Cluster deploy mode, from the operator, its ``conf`` or the Spark connection's extra."""
-        mode = self._get_hook()._connection.get("deploy_mode") or (self.conf or {}).get(
+        """Cluster deploy mode, resolved as spark-submit resolves it.
+
+        ``--deploy-mode`` (the operator's ``deploy_mode``, else the Spark connection's extra), else
+        ``spark.submit.deployMode`` from ``--conf`` (the operator's ``conf``), else from the
+        deployment's properties file (``properties_file`` or ``spark-defaults.conf``), else
+        spark-submit's ``DEPLOY_MODE`` environment variable. A cluster mode this missed would run
+        the job with a worker-local result path and a ``/proc/<pid>/fd/<n>`` secrets path.
+        """
+        mode = self._get_hook()._connection.get("deploy_mode") or self._submit_property(
             "spark.submit.deployMode"
         )
-        return mode == "cluster"
+        if mode is None:
+            mode = self._submit_environment().get("DEPLOY_MODE")
+        return str(mode or "").strip() == "cluster"
+
+    def _submit_environment(self) -> dict[str, str]:
+        """The environment spark-submit starts with (see :mod:`.spark_submit_env`)."""
+        env_vars = None if "k8s" in self._master() else self.env_vars
+        return spark_submit_environment(os.environ, env_vars)
+
+    def _submit_property(self, key: str) -> str | None:
+        """``key`` as spark-submit sees it: the operator's ``conf``, else the deployment's properties file."""
+        if key in (self.conf or {}):
+            return str((self.conf or {})[key])
+        environment = self._submit_environment()
+        found = deployment_property(
+            key, self.properties_file, environment, getattr(self, "spark_binary", None) or "spark-submit"
+        )
+        return found if found is not None else jvm_system_property(key, environment)
 
     def _forget_another_commits_job(self, context: Context, commit_id: str) -> None:
         """Keep ``durable``'s stored Spark job for this commit id only: :func:`forget_another_commits_job`."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping
 
@@ -55,6 +56,28 @@ def deployment_property(
     except OSError:  # no file: spark-submit loads none either
         return None
     return read_properties(text).get(key)
+
+
+#: Environment variables whose ``-D<key>=<value>`` become system properties of spark-submit's JVM,
+#: which ``SparkConf`` loads (``spark.*`` only) under the ``--conf`` and properties file settings.
+#: In the order the JVM applies them (``JAVA_TOOL_OPTIONS`` before the command line, which
+#: carries ``SPARK_SUBMIT_OPTS``, and ``_JAVA_OPTIONS`` after it): the last one wins.
+JVM_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "SPARK_SUBMIT_OPTS", "_JAVA_OPTIONS")
+
+
+def jvm_system_property(key: str, environment: Mapping[str, str]) -> str | None:
+    """The value a ``-D`` option in spark-submit's JVM options gives ``key``, or None (the last one wins)."""
+    found = None
+    for variable in JVM_OPTION_VARIABLES:
+        try:
+            options = shlex.split(environment.get(variable) or "", posix=True)
+        except ValueError:  # unbalanced quotes: read it word by word, as a shell would not
+            options = (environment.get(variable) or "").split()
+        for option in options:
+            name, equals, value = option.removeprefix("-D").partition("=")
+            if option.startswith("-D") and name == key:
+                found = value if equals else ""
+    return found
 
 
 def read_properties(text: str) -> dict[str, str]:

@@ -432,3 +432,66 @@ def test_durable_on_yarn_polls_the_resource_manager_or_is_refused(
     )
     with pytest.raises(InvalidSpecError, match="set yarn_resourcemanager_webapp_address in the Spark"):
         op.execute({"ti": _TaskInstance()})
+
+
+@pytest.fixture
+def plain_yarn_connection(monkeypatch):
+    """A YARN connection that says nothing of the deploy mode (spark-submit's default is client)."""
+    monkeypatch.setenv("AIRFLOW_CONN_YARN_PLAIN", '{"conn_type": "spark", "host": "yarn"}')
+    return "yarn_plain"
+
+
+@pytest.mark.parametrize("route", ["properties_file", "spark_defaults", "env_vars", "worker_env"])
+def test_cluster_mode_set_outside_the_operator_is_seen_and_refused_before_spark_submit(
+    sqlite_catalog, plain_yarn_connection, monkeypatch, tmp_path, route
+):
+    """spark-submit takes its deploy mode from ``--deploy-mode``, else ``spark.submit.deployMode``
+    from ``--conf`` or the properties file (``--properties-file`` or ``spark-defaults.conf``), else
+    the ``DEPLOY_MODE`` environment variable (checked with Spark 3.5's spark-submit: each makes
+    ``--master local`` fail with "Cluster deploy mode is not compatible"). A cluster mode the
+    operator misses runs the job with a worker-local result file and /proc secrets path."""
+    conn_id, _ = sqlite_catalog
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.submit.deployMode   cluster\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "empty-conf"))
+    kwargs: dict = {}
+    if route == "properties_file":
+        kwargs["properties_file"] = str(conf_dir / "spark-defaults.conf")
+    elif route == "spark_defaults":
+        monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    elif route == "env_vars":
+        kwargs["env_vars"] = {"DEPLOY_MODE": "cluster"}
+    else:
+        monkeypatch.setenv("DEPLOY_MODE", "cluster")
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = IcebergTimeTravelReadOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=plain_yarn_connection,
+        snapshot_id=1, **kwargs,
+    )
+    with pytest.raises(InvalidSpecError, match="read tasks cannot run in cluster deploy mode"):
+        op.execute({"ti": _TaskInstance()})
+
+
+@pytest.mark.parametrize("route", ["spark_defaults", "spark_submit_opts"])
+def test_a_staging_dir_kept_by_the_deployment_is_refused_too(
+    secret_sqlite_catalog, yarn_connection, monkeypatch, tmp_path, route
+):
+    """``spark.yarn.preserve.staging.files`` from ``spark-defaults.conf``, or as a ``-D`` system property
+    in ``SPARK_SUBMIT_OPTS`` (SparkConf loads ``spark.*`` system properties: checked with Spark 3.5),
+    keeps the secrets file in HDFS as surely as the operator's ``conf``."""
+    conn_id, _ = secret_sqlite_catalog
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    if route == "spark_defaults":
+        (conf_dir / "spark-defaults.conf").write_text("spark.yarn.preserve.staging.files=TRUE\n")
+    else:
+        monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xmx1g -Dspark.yarn.preserve.staging.files=true")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+        source_query="SELECT 1", durable=False,
+    )
+    with pytest.raises(InvalidCatalogConfigError, match=r"preserve\.staging\.files=true would keep"):
+        op.execute({"ti": _TaskInstance()})
