@@ -45,8 +45,10 @@ from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.jobs.spec.reads import ReadSpec
 from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.operators.cluster_mode import (
+    GENERATION_KEY,
     PRESERVE_STAGING_KEY,
     RM_WEBAPP_ADDRESS_KEY,
+    SUBMITTED_FOR_KEY,
     YARN_SECRET_FILE,
     cluster_mode_refusal,
     forget_another_commits_job,
@@ -186,7 +188,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             request = JobRequest(
                 spec=spec,
                 result_file=None if on_cluster else result_file,
-                commit_id=self._commit_id(context),
+                commit_id=self._cluster_commit_id(context) if on_cluster else self._commit_id(context),
                 commit_properties=_airflow_identity(context),
                 reuse_commit=self.idempotent and context.get("ti") is not None,
                 partition_keys=self.partition_events,
@@ -394,7 +396,10 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         if store is None or not getattr(self, "durable", False):
             return
         job_keys = (self.external_id_key, getattr(self, "_K8S_DRIVER_STATUS_KEY", "k8s_driver_status"))
-        if forget_another_commits_job(store, commit_id, job_keys):
+        forgot = forget_another_commits_job(store, commit_id, job_keys)
+        if not self.idempotent and context.get("ti") is not None:  # see _cluster_commit_id
+            store.set(GENERATION_KEY, self._generation(context))
+        if forgot:
             self.log.info(
                 "This task instance was cleared since its Spark job ran: submitting a new one for commit %s",
                 commit_id,
@@ -406,6 +411,32 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         See :mod:`airflow_iceberg.operators.spark_submit_env`.
         """
         return with_clean_environment(super()._get_hook())
+
+    def _cluster_commit_id(self, context: Context) -> str:
+        """The commit id of a cluster-mode try: :meth:`_commit_id`, except a non-idempotent retry's.
+
+        With ``idempotent=False`` every try gets a new commit id, but ``durable`` still reconnects a
+        retry to the driver the worker left running on the cluster (or finds it succeeded); that
+        driver commits under the id it was submitted with, so the retry must report that id, and
+        must not take its new id for a clear. Until a clear (a new :meth:`_generation`), a
+        non-idempotent retry keeps the commit id stored beside the provider's job.
+        """
+        commit_id = self._commit_id(context)
+        store = context.get("task_state_store")
+        if self.idempotent or store is None or not getattr(self, "durable", False) or context.get("ti") is None:
+            return commit_id
+        stored = store.get(SUBMITTED_FOR_KEY)
+        if stored and store.get(GENERATION_KEY) == self._generation(context):
+            return str(stored)
+        return commit_id
+
+    def _generation(self, context: Context) -> str:
+        """The task instance's clear generation: the commit id an idempotent task would have."""
+        ti = context["ti"]
+        first_try = self._first_try(ti)
+        run_started = getattr(context.get("dag_run"), "start_date", None)
+        started = run_started.isoformat() if run_started is not None else ""
+        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}:{first_try}:{started}"
 
     def _commit_id(self, context: Context) -> str:
         """The id a commit is tagged with: the same for a retry, new for a cleared (repaired) task.
@@ -419,13 +450,9 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         ``dag_run.clear_number`` is not used: it counts clears of *any* task of the run, so the
         retry of one task would look like a repair when a neighbour was cleared.
         """
-        ti = context.get("ti")
-        if not self.idempotent or ti is None:
+        if not self.idempotent or context.get("ti") is None:
             return uuid.uuid4().hex
-        first_try = self._first_try(ti)
-        run_started = getattr(context.get("dag_run"), "start_date", None)
-        started = run_started.isoformat() if run_started is not None else ""
-        return f"{ti.dag_id}:{ti.task_id}:{ti.run_id}:{getattr(ti, 'map_index', -1)}:{first_try}:{started}"
+        return self._generation(context)
 
     def _first_try(self, ti: Any) -> int:
         """The task instance's first try since it was last cleared (see :meth:`_commit_id`)."""

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 CLUSTER_MODE_ACTIONS = (WriteSpec, MergeSpec, DeleteSpec)
 #: The task state store key holding the commit id the stored Spark job id was submitted for.
 SUBMITTED_FOR_KEY = "airflow_iceberg_commit_id"
+#: The task state store key holding the clear generation a non-idempotent task's stored commit id
+#: belongs to (``idempotent=False``: every try has a new commit id, but a retry keeps its job's).
+GENERATION_KEY = "airflow_iceberg_generation"
 #: How often a catalog read that failed for a transient reason (a timeout, a 503) is tried.
 CATALOG_READ_TRIES = 3
 #: The Spark connection extra the apache-spark provider polls YARN's ResourceManager at.

@@ -495,3 +495,28 @@ def test_a_staging_dir_kept_by_the_deployment_is_refused_too(
     )
     with pytest.raises(InvalidCatalogConfigError, match=r"preserve\.staging\.files=true would keep"):
         op.execute({"ti": _TaskInstance()})
+
+
+def test_a_non_idempotent_retry_still_reconnects_to_its_running_driver(sqlite_catalog, monkeypatch):
+    """``idempotent=False`` gives every try a new commit id, so a retry looked like a clear: the
+    provider's stored application was dropped and a second driver submitted beside the first one,
+    still running on the cluster after the worker died (two commits), and the result was looked up
+    under the new id (``committed: false`` for the driver that did commit). ``durable`` is the
+    provider's promise, not the commit id's: a retry keeps its job and that job's commit id; a
+    clear still submits again."""
+    conn_id, catalog = sqlite_catalog
+    seen: dict = {}
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _driver_on_the_cluster(catalog, seen))
+    op = _cluster_append(conn_id, retries=2, idempotent=False)
+    store = _StateStore()
+    op.execute({"ti": _TaskInstance(max_tries=2), "task_state_store": store})
+    first_commit = seen["request"].commit_id
+    store.set("spark_job_id", "application_1_0001")
+
+    op.execute({"ti": _TaskInstance(max_tries=2, try_number=2), "task_state_store": store})
+    assert seen["store_at_submit"].get("spark_job_id") == "application_1_0001"
+    assert seen["request"].commit_id == first_commit
+
+    op.execute({"ti": _TaskInstance(max_tries=5, try_number=3), "task_state_store": store})
+    assert "spark_job_id" not in seen["store_at_submit"]
+    assert seen["request"].commit_id != first_commit
