@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 PYICEBERG_KINDS = ("rest", "hive", "glue", "jdbc", "hadoop")
-_METADATA_RE = re.compile(r"v(\d+)\.metadata\.json$")
+_METADATA_RE = re.compile(r"v(\d+)(?:\.gz)?\.metadata\.json$")
 
 
 def pyiceberg_properties(config: CatalogConfig) -> dict[str, str]:
@@ -133,6 +133,14 @@ def _table_from_a_metastore(catalog_name: str, properties: dict[str, str], parts
 
 
 def _hadoop_table(properties: dict[str, str], parts: list[str]) -> Table:
+    """The table as Iceberg's ``HadoopTableOperations.refresh`` finds it.
+
+    ``version-hint.text`` names a version, whose file is ``vN.metadata.json`` or, with
+    ``write.metadata.compression-codec=gzip``, ``vN.gz.metadata.json``; then, while ``v(N+1)``
+    exists, that is the newer version: a commit renames its metadata file into place *before* it
+    rewrites the hint, and a failed hint write is only logged, so the hint may lag the commit a
+    cluster-mode task must find. No readable hint: the highest version listed.
+    """
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.io import load_file_io
     from pyiceberg.table import StaticTable
@@ -140,17 +148,31 @@ def _hadoop_table(properties: dict[str, str], parts: list[str]) -> Table:
     warehouse = properties["warehouse"].rstrip("/")
     metadata_dir = "/".join([warehouse, *parts, "metadata"])
     io = load_file_io(properties, metadata_dir)
+    path: str | None = None
     try:
         with io.new_input(f"{metadata_dir}/version-hint.text").open() as hint:
             version = int(hint.read().decode().strip())
-        path = f"{metadata_dir}/v{version}.metadata.json"
+        path = _metadata_file(io, metadata_dir, version)
     except (ValueError, OSError) as error:
         if is_transient_error(error):  # the store is down: not the same as a table without a hint
             raise
+    if path is None:
         path = _newest_metadata_file(io, metadata_dir)
         if path is None:
             raise NoSuchTableError(f"no Iceberg table metadata under {metadata_dir}") from None
+        match = _METADATA_RE.search(path)
+        version = int(match.group(1)) if match else 0
+    while (following := _metadata_file(io, metadata_dir, version + 1)) is not None:
+        version, path = version + 1, following
     return StaticTable.from_metadata(path, properties)
+
+
+def _metadata_file(io: Any, metadata_dir: str, version: int) -> str | None:
+    """Version ``version``'s metadata file, uncompressed or gzip (as pyiceberg reads them), or None."""
+    for name in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
+        if io.new_input(f"{metadata_dir}/{name}").exists():
+            return f"{metadata_dir}/{name}"
+    return None
 
 
 def _newest_metadata_file(io: Any, metadata_dir: str) -> str | None:
