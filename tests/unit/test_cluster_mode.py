@@ -520,3 +520,41 @@ def test_a_non_idempotent_retry_still_reconnects_to_its_running_driver(sqlite_ca
     op.execute({"ti": _TaskInstance(max_tries=5, try_number=3), "task_state_store": store})
     assert "spark_job_id" not in seen["store_at_submit"]
     assert seen["request"].commit_id != first_commit
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="A killed YARN application keeps its staging directory, the secrets file in it: checked on "
+    "a real ResourceManager and NodeManager (h-yarn's tests/servers/yarn.py, Hadoop 3.3.4, Spark 3.5.9): "
+    "spark-submit --deploy-mode cluster --files secret.json#airflow-iceberg-secret-conf.json with "
+    "waitAppCompletion=false (what durable's yarn_track_via_rm_api runs), then PUT "
+    "/ws/v1/cluster/apps/<id>/state KILLED (the provider's on_kill): "
+    ".sparkStaging/<id>/secret.json is still there, with spark.yarn.maxAppAttempts 2 and 1 alike "
+    "(the AM's shutdown hook gets 250 ms before SIGKILL, and cleans only on its last attempt). "
+    "The operator must remove <stagingDir>/<user>/.sparkStaging/<id> itself when the application "
+    "did not succeed; not done yet.",
+)
+def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(
+    secret_sqlite_catalog, yarn_connection, monkeypatch, tmp_path
+):
+    import getpass
+
+    conn_id, _ = secret_sqlite_catalog
+    staging = tmp_path / "staging"
+    app_dir = staging / getpass.getuser() / ".sparkStaging" / "application_1_0001"
+
+    def killed(self, context):
+        self._hook = self._get_hook()
+        self._hook._yarn_application_id = "application_1_0001"
+        app_dir.mkdir(parents=True)
+        (app_dir / "7").write_text('{"spark.sql.catalog.lake.s3.secret-access-key": "SENTINEL-s3-key"}')
+        raise RuntimeError("YARN application application_1_0001 finished with KILLED")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", killed)
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+        source_query="SELECT 1", durable=False, conf={"spark.yarn.stagingDir": staging.as_uri()},
+    )
+    with pytest.raises(IcebergJobError):
+        op.execute({"ti": _TaskInstance()})
+    assert not app_dir.exists()
