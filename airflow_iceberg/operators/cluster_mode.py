@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.catalog.pyiceberg_tables import PYICEBERG_KINDS
+from airflow_iceberg.catalog.pyiceberg_tables import PYICEBERG_KINDS, pyiceberg_properties
 from airflow_iceberg.catalog.transient_errors import is_transient_error
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
 from airflow_iceberg.jobs.secret_mounts import mount_path
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.jobs.spec.reads import ReadSpec
@@ -71,6 +72,13 @@ def cluster_mode_refusal(
             f"a {config.kind} catalog cannot run in cluster deploy mode: the task's result is read "
             f"back from the catalog with pyiceberg, which reads {', '.join(PYICEBERG_KINDS)} "
             "catalogs only; use client deploy mode (docs/cluster.md)"
+        )
+    try:  # what pyiceberg cannot read within a kind (a JDBC catalog on MySQL ...), known without a connection
+        pyiceberg_properties(config)
+    except InvalidCatalogConfigError as error:
+        return (
+            f"this {config.kind} catalog cannot run in cluster deploy mode: the task's result is read "
+            f"back from the catalog with pyiceberg, and {error}; use client deploy mode (docs/cluster.md)"
         )
     if partition_events:
         return (

@@ -558,3 +558,19 @@ def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(
     with pytest.raises(IcebergJobError):
         op.execute({"ti": _TaskInstance()})
     assert not app_dir.exists()
+
+
+def test_a_jdbc_catalog_pyiceberg_cannot_read_is_refused_before_spark_submit(
+    iceberg_connection, spark_connection, monkeypatch
+):
+    """A JDBC catalog on MySQL is a ``jdbc`` catalog, one of pyiceberg's kinds, but pyiceberg reads
+    JDBC catalogs on SQLite and PostgreSQL only: the job was submitted, committed, and the lookup
+    then failed ("pyiceberg reads JDBC catalogs on SQLite or PostgreSQL only"), on every retry."""
+    conn_id = iceberg_connection(
+        "lake_mysql", host="jdbc:mysql://127.0.0.1:3306/iceberg",
+        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": "file:///wh"},
+    )
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = _cluster_append(conn_id)
+    with pytest.raises((InvalidSpecError, InvalidCatalogConfigError), match="cluster deploy mode"):
+        op.execute({"ti": _TaskInstance()})
