@@ -183,6 +183,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         self._refuse_what_cannot_run(spec, settings, configs, over_connect, on_cluster)
         if on_cluster:
             spec = self._for_the_cluster(spec)
+        if on_cluster and (refused := self._untracked_driver_refusal(context)):
+            raise InvalidSpecError(f"{spec.table}: {refused}")
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -244,6 +246,37 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         shipping_conf = {**(self.conf or {}), **({PRESERVE_STAGING_KEY: staging} if staging else {})}
         if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), shipping_conf)):
             raise InvalidCatalogConfigError(f"{spec.table}: {refused}")
+
+    def _untracked_driver_refusal(self, context: Context) -> str | None:
+        """Why a retry of this cluster-mode task could make a second commit, or None.
+
+        In client mode the driver is the worker's child: a worker that dies takes it along, and the
+        retry's look for its commit id is final. On the cluster the driver outlives the worker, so
+        only the provider's ``durable`` tracking (the application's id in the task state store,
+        ``yarn_track_via_rm_api`` / ``track_driver_via_k8s_api``) keeps a retry from submitting a
+        second driver beside the first, both committing. ``idempotent=False`` promises no
+        exactly-once, and is let through.
+        """
+        if not self.idempotent or context.get("ti") is None:
+            return None
+        hook = self._get_hook()
+        if not (hook._is_yarn or hook._is_kubernetes):
+            return None  # spark-submit refuses Python in cluster mode elsewhere (standalone, local)
+        tracked = (
+            hook._should_track_yarn_application_via_rm_api()
+            if hook._is_yarn
+            else hook._should_track_driver_via_k8s_api()
+        )
+        if getattr(self, "durable", False) and tracked and context.get("task_state_store") is not None:
+            return None
+        option = "yarn_track_via_rm_api=True" if hook._is_yarn else "track_driver_via_k8s_api=True"
+        return (
+            "in cluster deploy mode the driver outlives a worker that dies, and a retry would submit "
+            "a second one beside it (two commits); exactly-once there needs the apache-spark "
+            f"provider's durable tracking: durable=True (Airflow 3.3 or newer), {option}, and "
+            "deploy_mode='cluster' on the operator or the Spark connection's deploy-mode extra (where "
+            "the provider sees it); or idempotent=False, or client deploy mode (docs/cluster.md)"
+        )
 
     def _run_spark_submit(
         self, context: Context, spec: ActionSpec, result_file: str, commit_id: str, on_cluster: bool

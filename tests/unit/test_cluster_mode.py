@@ -278,9 +278,9 @@ def test_on_yarn_the_secrets_travel_as_a_file_in_the_applications_staging_dir(
     monkeypatch.setattr(SparkSubmitOperator, "execute", execute)
     op = IcebergAppendOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
-        source_query="SELECT 1", files="/etc/app/lookup.csv", durable=False,
+        source_query="SELECT 1", files="/etc/app/lookup.csv", yarn_track_via_rm_api=True,
     )
-    result = op.execute({"ti": _TaskInstance()})
+    result = op.execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
 
     command = seen["command"]
     assert command[command.index("--master") + 1] == "yarn"
@@ -553,10 +553,10 @@ def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(
     monkeypatch.setattr(SparkSubmitOperator, "execute", killed)
     op = IcebergAppendOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
-        source_query="SELECT 1", durable=False, conf={"spark.yarn.stagingDir": staging.as_uri()},
+        source_query="SELECT 1", yarn_track_via_rm_api=True, conf={"spark.yarn.stagingDir": staging.as_uri()},
     )
     with pytest.raises(IcebergJobError):
-        op.execute({"ti": _TaskInstance()})
+        op.execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
     assert not app_dir.exists()
 
 
@@ -574,3 +574,28 @@ def test_a_jdbc_catalog_pyiceberg_cannot_read_is_refused_before_spark_submit(
     op = _cluster_append(conn_id)
     with pytest.raises((InvalidSpecError, InvalidCatalogConfigError), match="cluster deploy mode"):
         op.execute({"ti": _TaskInstance()})
+
+
+@pytest.mark.parametrize(
+    ("connection", "kwargs", "store"),
+    [
+        ("k8s_connection", {}, True),  # the provider's default: spark-submit waits, nothing stored
+        ("yarn_connection", {"durable": False}, True),
+        ("yarn_connection", {"yarn_track_via_rm_api": True}, False),  # Airflow < 3.3: no task state
+    ],
+)
+def test_a_cluster_driver_no_retry_can_find_is_refused_before_spark_submit(
+    sqlite_catalog, request, monkeypatch, connection, kwargs, store
+):
+    """Without the provider's durable tracking, a worker killed mid-job leaves its driver running
+    on the cluster; the retry (same commit id) finds no commit yet and submits a second driver:
+    two commits. In client mode the driver dies with the worker."""
+    conn_id, _ = sqlite_catalog
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, source_query="SELECT 1",
+        conn_id=request.getfixturevalue(connection), **kwargs,
+    )
+    context = {"ti": _TaskInstance(), **({"task_state_store": _StateStore()} if store else {})}
+    with pytest.raises(InvalidSpecError, match="needs the apache-spark provider's durable tracking"):
+        op.execute(context)
