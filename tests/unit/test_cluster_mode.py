@@ -421,7 +421,7 @@ def test_durable_on_yarn_polls_the_resource_manager_or_is_refused(
         source_query="SELECT 1",
     )
     assert op.durable is True  # Airflow 3.3's default
-    assert op.execute({"ti": _TaskInstance()})["committed"] is True
+    assert op.execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})["committed"] is True
     assert seen["tracks_via_rm"] is True
 
     no_rm = '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}'
@@ -469,7 +469,7 @@ def test_cluster_mode_set_outside_the_operator_is_seen_and_refused_before_spark_
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=plain_yarn_connection,
         snapshot_id=1, **kwargs,
     )
-    with pytest.raises(InvalidSpecError, match="read tasks cannot run in cluster deploy mode"):
+    with pytest.raises(InvalidSpecError, match="a read runs in cluster deploy mode only as a batch copy"):
         op.execute({"ti": _TaskInstance()})
 
 
