@@ -366,7 +366,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                     f"{spec.table}: durable execution (on by default with Airflow 3.3) of a YARN "
                     "cluster-mode task reconnects to its application through the ResourceManager's "
                     f"REST API: set {RM_WEBAPP_ADDRESS_KEY} in the Spark connection's extra "
-                    "(e.g. http://resourcemanager:8088), or durable=False (docs/cluster.md)"
+                    "(e.g. http://resourcemanager:8088); without it a retry could not find its "
+                    "running application (docs/cluster.md)"
                 )
             self._yarn_track_via_rm_api = True
         return spec
