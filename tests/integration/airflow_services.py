@@ -4,6 +4,12 @@ What ``airflow dags test`` cannot show (asset events that schedule another DAG, 
 triggerer) needs the real components talking to each other. They share a private AIRFLOW_HOME
 with a SQLite database, run with the LocalExecutor, and listen on 127.0.0.1 only. Every process
 runs in its own process group and is killed, with its children, when the deployment stops.
+
+Each component logs to ``<AIRFLOW_HOME>/<component>.log`` and each task try to Airflow's own
+``<AIRFLOW_HOME>/logs`` tree; the home is pytest's temporary directory, kept after the session.
+When a run ends in a state a test did not expect, ``run_report`` gathers what explains it (every
+task's state and log, every component's lines naming the run) for the assertion message, so the
+failure report in a CI log holds it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 START_TIMEOUT_SECONDS = 120
+#: How much of each task try's log a run report keeps (its end: where a failure is told).
+REPORT_TASK_LOG_CHARS = 12_000
 
 
 def free_port() -> int:
@@ -117,6 +125,58 @@ class AirflowDeployment:
             text = (self.home / f"{name}.log").read_text(errors="replace")
             parts.append(f"--- {name} ---\n{text[-3000:]}")
         return "\n".join(parts)
+
+    def run_report(self, dag_id: str, run_id: str) -> str:
+        """What explains how one DAG run ended, for an assertion message.
+
+        Its tasks' states and tries, the end of every task try's log, and every line of every
+        component's log (scheduler, triggerer, dag-processor, api-server, stopped ones included)
+        that names the run: the scheduler's verdicts on its tasks (a "state mismatch", a task
+        without heartbeat, a timeout) are there, with the deployment's home for the rest.
+        """
+        rows = self.query(
+            "SELECT task_id, state, try_number FROM task_instance WHERE dag_id = ? AND run_id = ? "
+            "ORDER BY task_id",
+            dag_id,
+            run_id,
+        )
+        parts = [f"===== run {run_id} of {dag_id} (AIRFLOW_HOME {self.home}) ====="]
+        parts += [f"{task_id}: {state} (try {try_number})" for task_id, state, try_number in rows]
+        run_logs = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        for path in sorted(run_logs.glob("task_id=*/**/*.log")):
+            text = path.read_text(errors="replace")
+            parts.append(f"----- {path.relative_to(run_logs)} (last {REPORT_TASK_LOG_CHARS} chars) -----")
+            parts.append(text[-REPORT_TASK_LOG_CHARS:])
+        for component_log in sorted(self.home.glob("*.log")):
+            text = component_log.read_text(errors="replace")
+            lines = [line for line in text.splitlines() if run_id in line]
+            parts.append(f"----- {component_log.name}: the {len(lines)} lines naming the run -----")
+            parts += lines
+        return "\n".join(parts)
+
+    def wait_until_parked(self, dag_id: str, run_id: str, task_id: str, timeout: float) -> None:
+        """Wait until ``task_id`` waits for a person and the scheduler has taken in its worker's exit.
+
+        A human-in-the-loop task parks in ``awaiting_input`` and its worker exits; the executor
+        reports that exit as ``success``. On Airflow 3.3.2 an answer that resumes the task before
+        the scheduler has read that report fails the task: the scheduler queues the resumed task
+        (the same try), then reads the report, finds the task ``queued`` and marks it failed
+        ("reported that the task instance ... finished with state success, but the task instance's
+        state attribute is queued"): its guard for a resumed task covers only the ``scheduled``
+        state. The window is one scheduler loop or more, longer under load. The scheduler logs
+        "TaskInstance Finished: ... state=awaiting_input" once it read the report while the task
+        waited; from then on an answer resumes the task.
+        """
+        finished = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id}, "
+        scheduler_log = self.home / "scheduler.log"
+
+        def parked() -> bool:
+            return any(
+                finished in line and ", state=awaiting_input, " in line
+                for line in scheduler_log.read_text(errors="replace").splitlines()
+            )
+
+        self.wait_for(parked, f"the scheduler to see {task_id} of {run_id} wait for input", timeout)
 
     def task_log(self, dag_id: str, task_id: str) -> str:
         paths = sorted((self.home / "logs").glob(f"dag_id={dag_id}/**/task_id={task_id}/**/*.log"))
