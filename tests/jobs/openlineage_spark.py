@@ -21,6 +21,11 @@ Name = tuple[str, str]
 Names = tuple[Name, Name | None]
 
 
+#: How long a reader waits for the listener to catch up (it returns as soon as it has): more than
+#: Spark's default 10 s, which the listener's start in a busy machine's warm JVM exceeded.
+BUS_TIMEOUT_MS = 120_000
+
+
 @contextmanager
 def openlineage_listener(spark: Any, events: Path) -> Iterator[Callable[[], list[dict]]]:
     """openlineage-spark's listener on the shared session, writing to ``events``; a reader of them.
@@ -37,7 +42,8 @@ def openlineage_listener(spark: Any, events: Path) -> Iterator[Callable[[], list
     thread, which hears of an execution after the fact and looks its plan up by id
     (``ContextFactory.createSparkSQLExecutionContext``: ``SQLExecution.getQueryExecution``);
     Spark drops the plan when the execution ends. In a JVM warmed by other job tests, a one-row
-    query ended 4 s before the listener had caught up with it, so the first writes under a new
+    query ended 4 s before the listener had caught up with it (over 10 s, Spark's default wait for
+    the bus, with three job suites on this 2-core machine), so the first writes under a new
     listener logged "Query execution is null: can't emit event for executionId ...": no START
     event (the only kind with ``spark_applicationDetails``), and a COMPLETE built from the end
     event alone, without ``outputStatistics``. (openlineage-spark 1.53's
@@ -56,7 +62,7 @@ def openlineage_listener(spark: Any, events: Path) -> Iterator[Callable[[], list
     context._jsc.sc().addSparkListener(listener)
 
     def lines() -> list[str]:
-        bus.waitUntilEmpty()
+        bus.waitUntilEmpty(BUS_TIMEOUT_MS)
         if not events.exists():  # no job has run under the listener yet
             return []
         return [line for line in events.read_text().splitlines() if line.strip()]
