@@ -1,9 +1,7 @@
 # `make demo` and `make test` work on a fresh machine: each sets everything up first.
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
-JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs --deselect tests/jobs/test_openlineage_dag.py
-# Run in a session of its own (see scripts/run_tests.sh).
-OWN_SESSION_JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs/test_openlineage_dag.py
+JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
 # Two pytest-xdist workers, one test file each at a time: a file's module-scoped DAG runs and
 # servers stay in one worker, and while one worker waits on a JVM or a server, the other works.
 PARALLEL := -n 2 --dist loadfile
@@ -11,7 +9,6 @@ PARALLEL := -n 2 --dist loadfile
 # worker's Spark (its spark-submit, SPARK_HOME and Iceberg runtime jar; see scripts/local_env.sh).
 define line_tests
 	export SPARK_LINE=$(1) && source scripts/local_env.sh && "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	export SPARK_LINE=$(1) && source scripts/local_env.sh && "$$SPARK_VENV/bin/python" $(OWN_SESSION_JOB_TESTS)
 	export SPARK_LINE=$(1) && source scripts/local_env.sh && \
 	  pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
 endef
@@ -45,7 +42,6 @@ unit-test: setup
 
 job-test: setup
 	$(ENV) "$$SPARK_VENV/bin/python" $(JOB_TESTS)
-	$(ENV) "$$SPARK_VENV/bin/python" $(OWN_SESSION_JOB_TESTS)
 
 integration-test: setup
 	$(ENV) pytest -q $(PARALLEL) -m integration tests/integration tests/servers

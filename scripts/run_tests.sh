@@ -13,10 +13,6 @@ source scripts/local_env.sh
 
 AIRFLOW_SIDE=${AIRFLOW_SIDE:-"tests/unit tests/integration tests/servers"}
 JOB_TESTS=${JOB_TESTS:-tests/jobs}
-# The example DAG beside openlineage-spark runs in a session of its own: after the rest of the job
-# suite, the listener's events in the shared session lack outputStatistics and the application
-# facet (alone, they have them; the cause is not known yet).
-OWN_SESSION_JOB_TESTS=tests/jobs/test_openlineage_dag.py
 # The example DAG's run on a Hadoop catalog; the client-deploy-mode run and the README quickstart
 # (whose connection names no Spark line, so it is Spark 3.5's) stay on the Airflow side.
 SPARK4_EXAMPLE_DAG=(tests/integration/test_example_dag.py -k "not client_deploy_mode and not readme")
@@ -27,8 +23,7 @@ spark_lines() {
   for line in 3.5 4.0; do
     echo "==> job suite on Spark $line"
     (SPARK_LINE=$line source scripts/local_env.sh &&
-       "$SPARK_VENV/bin/python" -m pytest -q -p no:cacheprovider $JOB_TESTS --deselect "$OWN_SESSION_JOB_TESTS" &&
-       "$SPARK_VENV/bin/python" -m pytest -q -p no:cacheprovider "$OWN_SESSION_JOB_TESTS") || status=1
+       "$SPARK_VENV/bin/python" -m pytest -q -p no:cacheprovider $JOB_TESTS) || status=1
   done
   echo "==> the example DAG on Spark 4.0's spark-submit"
   (SPARK_LINE=4.0 source scripts/local_env.sh && pytest -q "${SPARK4_EXAMPLE_DAG[@]}") || status=1

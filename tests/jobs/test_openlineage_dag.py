@@ -34,7 +34,7 @@ from tests.dag_task_runner import PREFIX
 from tests.docs_snippets import snippets
 from tests.jobs.conftest import REPO_ROOT, openlineage_spark_jar
 from tests.jobs.helpers import CATALOG
-from tests.jobs.openlineage_spark import LISTENER_FAILS_ON_SPARK_41, Names, openlineage_listener, spark_names
+from tests.jobs.openlineage_spark import Names, openlineage_listener, spark_names
 
 pytestmark = pytest.mark.skipif(
     openlineage_spark_jar() is None,
@@ -208,7 +208,6 @@ def test_each_task_names_its_datasets_as_openlineage_spark_names_them_and_misses
         assert not missing, f"{run.task_id} {role}: openlineage-spark names {missing}, the operator does not"
 
 
-@LISTENER_FAILS_ON_SPARK_41
 def test_each_written_table_has_openlineage_sparks_schema_statistics_and_the_commits_version(dag_run, lake):
     """The output's schema facet and outputStatistics are openlineage-spark's; its version is the
     snapshot the task committed, as pyiceberg finds it by the task's commit id."""
@@ -271,7 +270,6 @@ def test_where_openlineage_spark_copies_a_setting_the_operator_gives_it_normalis
     assert "" in {d["facets"]["storage"]["fileFormat"] for d in theirs}
 
 
-@LISTENER_FAILS_ON_SPARK_41
 def test_each_tasks_run_names_the_spark_application_openlineage_sparks_events_name(dag_run):
     for run in dag_run.values():
         ours = strip(run.event["run"]["facets"]["spark_applicationDetails"])
