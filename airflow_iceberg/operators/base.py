@@ -457,7 +457,8 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """
         commit_id = self._commit_id(context)
         store = context.get("task_state_store")
-        if self.idempotent or store is None or not getattr(self, "durable", False) or context.get("ti") is None:
+        durable = getattr(self, "durable", False)
+        if self.idempotent or store is None or not durable or context.get("ti") is None:
             return commit_id
         stored = store.get(SUBMITTED_FOR_KEY)
         if stored and store.get(GENERATION_KEY) == self._generation(context):

@@ -1,4 +1,4 @@
-"""Cluster deploy mode on a Hadoop catalog: the commit is found where Iceberg's own Hadoop catalog finds it."""
+"""Cluster deploy mode on a Hadoop catalog: the commit is found where Iceberg's Hadoop catalog finds it."""
 
 from __future__ import annotations
 
