@@ -60,15 +60,25 @@ def sqlite_catalog(iceberg_connection, spark_connection, tmp_path):
 
     database, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
     warehouse.mkdir()
-    conn_id = iceberg_connection(
-        "lake_catalog",
-        host=f"jdbc:sqlite:{database}",
-        extra={"catalog_name": "lake", "catalog_type": "jdbc", "warehouse": f"file://{warehouse}"},
-    )
+    conn_id = _lake_connection(iceberg_connection, tmp_path, "lake_catalog")
     catalog = SqlCatalog("lake", uri=f"sqlite:///{database}", warehouse=f"file://{warehouse}")
     catalog.create_namespace("db")
     catalog.create_table("db.orders", schema=ROWS.schema)
     return conn_id, catalog
+
+
+def _lake_connection(iceberg_connection, tmp_path, conn_id: str, **extra: object) -> str:
+    """An ``iceberg_catalog`` connection to the SQLite catalog ``lake`` in ``tmp_path``, with ``extra``."""
+    return iceberg_connection(
+        conn_id,
+        host=f"jdbc:sqlite:{tmp_path / 'catalog.db'}",
+        extra={
+            "catalog_name": "lake",
+            "catalog_type": "jdbc",
+            "warehouse": f"file://{tmp_path / 'warehouse'}",
+            **extra,
+        },
+    )
 
 
 def _driver_on_the_cluster(catalog, seen: dict, commit: bool = True):
@@ -245,16 +255,8 @@ def yarn_connection(monkeypatch):
 def secret_sqlite_catalog(sqlite_catalog, iceberg_connection, tmp_path):
     """The SQLite catalog again, with a secret S3 key the job must receive (and argv must not)."""
     _, catalog = sqlite_catalog
-    conn_id = iceberg_connection(
-        "lake_with_secret",
-        host=f"jdbc:sqlite:{tmp_path / 'catalog.db'}",
-        extra={
-            "catalog_name": "lake",
-            "catalog_type": "jdbc",
-            "warehouse": f"file://{tmp_path / 'warehouse'}",
-            "secret_properties": {"s3.secret-access-key": "SENTINEL-s3-key"},
-        },
-    )
+    secret = {"s3.secret-access-key": "SENTINEL-s3-key"}
+    conn_id = _lake_connection(iceberg_connection, tmp_path, "lake_with_secret", secret_properties=secret)
     return conn_id, catalog
 
 
@@ -320,16 +322,8 @@ def k8s_connection(monkeypatch):
 def k8s_secret_catalog(sqlite_catalog, iceberg_connection, tmp_path):
     """The SQLite catalog, its secrets in a Kubernetes secret the connection names (none in Airflow)."""
     _, catalog = sqlite_catalog
-    conn_id = iceberg_connection(
-        "lake_on_k8s",
-        host=f"jdbc:sqlite:{tmp_path / 'catalog.db'}",
-        extra={
-            "catalog_name": "lake",
-            "catalog_type": "jdbc",
-            "warehouse": f"file://{tmp_path / 'warehouse'}",
-            "kubernetes_credentials": "lake-catalog",
-        },
-    )
+    secret_name = {"kubernetes_credentials": "lake-catalog"}
+    conn_id = _lake_connection(iceberg_connection, tmp_path, "lake_on_k8s", **secret_name)
     return conn_id, catalog
 
 

@@ -14,6 +14,9 @@ Two stories, one YARN cluster:
   the worker dies) while its driver runs on YARN. The retry of the same task instance must
   reconnect to that application, wait for it, and report its commit: one application, one
   commit, never two.
+
+(The file's name sorts it among the first integration modules: ``--dist loadfile`` hands files
+out in that order, and this one's several minutes of YARN applications should not be the tail.)
 """
 
 from __future__ import annotations
