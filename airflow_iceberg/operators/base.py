@@ -389,9 +389,18 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             )
         return request
 
+    @cached_property
+    def _spark_connection(self) -> dict[str, Any]:
+        """The Spark connection as the provider's hook resolves it (master, deploy mode ...), looked up once.
+
+        The checks before submitting ask for the master and deploy mode several times; each new hook
+        would fetch the connection again.
+        """
+        return dict(self._get_hook()._connection)
+
     def _master(self) -> str:
         """The Spark master, as the provider's hook resolves it from the connection."""
-        return str(self._get_hook()._connection.get("master") or "")
+        return str(self._spark_connection.get("master") or "")
 
     def _driver_runs_on_the_cluster(self) -> bool:
         """Cluster deploy mode, resolved as spark-submit resolves it.
@@ -402,7 +411,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         spark-submit's ``DEPLOY_MODE`` environment variable. A cluster mode this missed would run
         the job with a worker-local result path and a ``/proc/<pid>/fd/<n>`` secrets path.
         """
-        mode = self._get_hook()._connection.get("deploy_mode") or self._submit_property(
+        mode = self._spark_connection.get("deploy_mode") or self._submit_property(
             "spark.submit.deployMode"
         )
         if mode is None:
