@@ -19,12 +19,11 @@ Works on pyiceberg ``Table`` objects (the caller loads them, so nothing here imp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from airflow_iceberg.catalog.new_snapshots import snapshots_by_id
 from airflow_iceberg.jobs.record_counts import may_count_dead_rows, summary_counts
-from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, committed_at
 
 #: Why a result found in the catalog has no ``deleted_records``/``record_count_change`` when the
 #: summary alone cannot vouch for them (the job reads the commit's manifests to decide; the
@@ -70,16 +69,12 @@ def describe_commit(snapshot: Any) -> dict[str, Any]:
     vouch for are None, with :data:`UNCHECKED_COUNT_REASON`.
     """
     summary = _summary_properties(snapshot)
-    millis = int(snapshot.timestamp_ms)
-    committed_at = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(
-        microsecond=millis % 1000 * 1000
-    )
     reason = UNCHECKED_COUNT_REASON if may_count_dead_rows(summary) else None
     return {
         "snapshot_id": int(snapshot.snapshot_id),
         "parent_snapshot_id": snapshot.parent_snapshot_id,
         "operation": snapshot.summary.operation.value if snapshot.summary is not None else None,
-        "committed_at": committed_at.isoformat(),
+        "committed_at": committed_at(int(snapshot.timestamp_ms)),
         "summary": summary,
         **summary_counts(summary, reason),
     }

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.record_counts import may_count_dead_rows, summary_counts, unknown_count_reason
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier, split_identifier
-from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY
+from airflow_iceberg.jobs.spec.request import COMMIT_ID_PROPERTY, committed_at
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -341,10 +341,6 @@ def describe_java_snapshot(spark: SparkSession, snapshot: Any) -> dict[str, Any]
     round trips per entry.
     """
     data = json.loads(spark.sparkContext._jvm.org.apache.iceberg.SnapshotParser.toJson(snapshot))
-    millis = int(data["timestamp-ms"])
-    committed_at = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(
-        microsecond=millis % 1000 * 1000
-    )
     summary = {str(key): str(value) for key, value in data.get("summary", {}).items()}
     operation = summary.pop("operation", None)  # metadata.json keeps it among the summary entries
     parent = data.get("parent-snapshot-id")
@@ -352,7 +348,7 @@ def describe_java_snapshot(spark: SparkSession, snapshot: Any) -> dict[str, Any]
         "snapshot_id": int(data["snapshot-id"]),
         "parent_snapshot_id": int(parent) if parent is not None else None,
         "operation": operation,
-        "committed_at": committed_at.isoformat(),
+        "committed_at": committed_at(int(data["timestamp-ms"])),
         "summary": summary,
         **summary_counts(summary),
     }

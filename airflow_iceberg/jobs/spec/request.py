@@ -12,6 +12,7 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from airflow_iceberg.jobs.spec.action import ActionSpec, pairs_argv, parse_pair
 from airflow_iceberg.jobs.spec.errors import InvalidSpecError
@@ -85,6 +86,17 @@ def parse_argv(argv: Sequence[str]) -> JobRequest:
                       commit_properties=dict(args.commit_property), reuse_commit=args.reuse_commit,
                       secret_conf_file=args.secret_conf_file, partition_keys=args.partition_keys,
                       secret_mounts=dict(args.secret_mount))
+
+
+def committed_at(timestamp_ms: int) -> str:
+    """A snapshot's commit time as every result gives it: ISO 8601 in UTC, to the millisecond.
+
+    One function for the job (which describes its commit) and the operator in cluster deploy mode
+    (which reads the same commit back from the catalog), so the two results cannot differ.
+    """
+    millis = int(timestamp_ms)
+    moment = datetime.fromtimestamp(millis // 1000, tz=timezone.utc).replace(microsecond=millis % 1000 * 1000)
+    return moment.isoformat()
 
 
 def dump_result(result: Mapping[str, object]) -> str:
