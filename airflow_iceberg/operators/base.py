@@ -67,6 +67,7 @@ from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
 from airflow_iceberg.operators.spark_defaults import deployment_property, jvm_system_property
 from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
+from airflow_iceberg.operators.yarn_staging import STAGING_DIR_KEY, remove_staging_dir
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -74,6 +75,11 @@ if TYPE_CHECKING:
     from airflow_iceberg.catalog.config import CatalogConfig
 
 DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
+#: How long a failed task waits for its YARN application's staging directory to be deleted.
+STAGING_WAIT_SECONDS = 120
+#: How long ``on_kill`` waits for it: Airflow sends SIGKILL five seconds after SIGTERM, and the
+#: deletion (in a session of its own) goes on past that.
+KILL_WAIT_SECONDS = 4
 
 
 class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
@@ -283,10 +289,14 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
     ) -> None:
         """Run spark-submit through the provider (``durable`` resume included); raise the job's own error."""
         if on_cluster:
+            self._delete_an_earlier_tries_staging(context)
             self._forget_another_commits_job(context, commit_id)
         try:
             super().execute(context)
         except Exception as error:
+            if on_cluster and self._hook is not None:
+                hook = self._hook
+                self._delete_yarn_staging(hook, hook._yarn_application_id, wait_seconds=STAGING_WAIT_SECONDS)
             _raise_job_failure(spec, result_file, error)
             if on_cluster:
                 raise IcebergJobError(
@@ -329,12 +339,88 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             raise IcebergJobError(f"{spec.table}: the job failed without reporting why")
 
     def on_kill(self) -> None:
-        """Interrupt the running job: its Spark Connect operations, or the spark-submit process."""
+        """Interrupt the running job: its Spark Connect operations, or the spark-submit process.
+
+        A killed YARN application leaves its staging directory (the secrets file in it) behind:
+        it is deleted here, right after the provider has killed the application.
+        """
         job = getattr(self, "_connect_job", None)
         if job is not None:
             job.interrupt()
             return
         super().on_kill()
+        hook = self._hook
+        if hook is not None:
+            application_id = hook._yarn_application_id
+            self._delete_yarn_staging(hook, application_id, killed=True, wait_seconds=KILL_WAIT_SECONDS)
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
+        """The provider's polling, with the YARN application's id where the provider's ``on_kill`` looks.
+
+        A retry that reconnects to a running application never ran ``submit``, so the hook has no
+        ``_yarn_application_id``: ``on_kill`` would kill nothing, and the application would run on
+        (and commit) after its task was marked failed.
+        """
+        hook = self._hook
+        if hook is not None and hook._is_yarn_cluster_mode and not hook._yarn_application_id:
+            hook._yarn_application_id = str(external_id)
+        super().poll_until_complete(external_id, context)
+
+    def _delete_an_earlier_tries_staging(self, context: Context) -> None:
+        """Delete the staging directory of the YARN application an earlier try left killed or failed.
+
+        The worker that ran it may have died before its ``on_kill`` could (a SIGKILL, a lost node),
+        and the application was killed after that (``yarn application -kill``, a ResourceManager
+        restart). The provider is about to submit again; its stored application id is the only
+        trace of the old one.
+        """
+        store = context.get("task_state_store")
+        if store is None or not getattr(self, "_secrets_shipped_to_yarn", False):
+            return
+        if application_id := store.get(self.external_id_key):
+            hook = self._get_hook()
+            if hook._is_yarn_cluster_mode:
+                self._delete_yarn_staging(hook, str(application_id), wait_seconds=STAGING_WAIT_SECONDS)
+
+    def _delete_yarn_staging(
+        self, hook: SparkSubmitHook, application_id: str | None, *, wait_seconds: float, killed: bool = False
+    ) -> None:
+        """Delete a YARN application's staging directory (:mod:`.yarn_staging`) once it will not run again.
+
+        Only for an application that was given a secrets file, and only once it is ``killed`` or
+        the ResourceManager says it failed: one still running needs its files for a new attempt
+        (and a retry reconnects to it), and one that succeeded had Spark delete them.
+        """
+        shipped = getattr(self, "_secrets_shipped_to_yarn", False)
+        if not (shipped and application_id and hook._is_yarn_cluster_mode):
+            return
+        if application_id in self._staging_deleted:
+            return
+        if not killed:
+            try:
+                status = hook.query_yarn_application_status(application_id)
+            except Exception as error:  # the ResourceManager is unreachable: it may still be running
+                self.log.warning("Could not ask YARN whether %s ended: %s", application_id, error)
+                return
+            if status != "FAILED":  # the provider's name for FAILED, KILLED and unsuccessful FINISHED
+                return
+        self._staging_deleted.add(application_id)
+        remove_staging_dir(
+            application_id,
+            staging_root=self._submit_property(STAGING_DIR_KEY),
+            spark_binary=str(hook._connection.get("spark_binary") or "spark-submit"),
+            env=self._submit_environment(),
+            conf=self.conf,
+            proxy_user=hook._proxy_user,
+            principal=hook._principal,
+            log=self.log,
+            wait_seconds=wait_seconds,
+        )
+
+    @cached_property
+    def _staging_deleted(self) -> set[str]:
+        """Applications whose staging directory is deleted already (``on_kill`` runs before the failure)."""
+        return set()
 
     def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> ActionSpec:
         """Return the spec with every table identifier qualified by its catalog.
@@ -381,6 +467,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         """
         if request.secret_conf_file:  # only on YARN: refused elsewhere before this
             self.files = ship_secret_file(self.files, request.secret_conf_file)
+            self._secrets_shipped_to_yarn = True
             request = dataclasses.replace(request, secret_conf_file=YARN_SECRET_FILE)
         if "k8s" in self._master() and (mounts := kubernetes_secret_mounts(configs)):
             self.conf = {**kubernetes_mount_conf(mounts), **(self.conf or {})}

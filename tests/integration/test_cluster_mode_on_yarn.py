@@ -14,6 +14,13 @@ Two stories, one YARN cluster:
   the worker dies) while its driver runs on YARN. The retry of the same task instance must
   reconnect to that application, wait for it, and report its commit: one application, one
   commit, never two.
+* **A task stopped mid-job** (marked failed, cleared, timed out): SIGTERM, and five seconds later
+  SIGKILL, as Airflow's supervisor does. The task's ``on_kill`` must kill its application, and
+  the application's staging directory must not keep the catalog's secrets file (Spark deletes it
+  only for an application that ends by itself). The table stays as it was.
+
+The catalog connection of the last two carries a sentinel secret, so the secrets file travels
+with every one of their applications.
 
 (The file's name sorts it among the first integration modules: ``--dist loadfile`` hands files
 out in that order, and this one's several minutes of YARN applications should not be the tail.)
@@ -25,6 +32,7 @@ import json
 import os
 import signal
 import sqlite3
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -47,7 +55,10 @@ pytestmark = pytest.mark.integration
 DAG_ID = "iceberg_daily_orders"
 TASKS = ("create_orders", "append_day_two", "correct_day_one", "snapshot_before_correction")
 COMMIT_ID = "airflow-iceberg.commit-id"
-KILL_DAG, KILL_RUN = "robust_retry", "yarn_worker_killed"
+KILL_DAG, KILL_RUN, STOP_RUN = "robust_retry", "yarn_worker_killed", "yarn_task_stopped"
+SENTINEL = "SENTINEL-yarn-staging-secret"
+#: Airflow's supervisor sends SIGKILL this long after the SIGTERM that runs the task's on_kill.
+SIGKILL_AFTER_SIGTERM_SECONDS = 5
 #: A cluster-mode application takes about a minute here (two containers to start); bounded waits.
 APPLICATION_SECONDS = 420
 
@@ -114,20 +125,23 @@ def yarn_runs(yarn_runner, yarn_cluster, tmp_path_factory):
     story_apps = [app for app in yarn_cluster.apps() if app["id"] not in apps_before]
     assert story.returncode == 0 and "new_state=failed" not in story_output, story_output[-8000:]
 
-    kill = _kill_the_worker_mid_job(airflow_runner, yarn_cluster, root)
+    warehouse, logs = root / "kill", root / "kill-logs"
+    logs.mkdir()
+    catalog = hadoop_catalog_connection(warehouse)
+    catalog["extra"]["secret_properties"] = {"s3.secret-access-key": SENTINEL}
+    connections = {"iceberg_catalog_default": catalog, "spark_default": yarn_connection(yarn_cluster)}
+    kill = _kill_the_worker_mid_job(airflow_runner, yarn_cluster, warehouse, logs, connections)
+    stop = _stop_the_task_mid_job(airflow_runner, yarn_cluster, warehouse, logs, connections)
     return {
         "story": (story_warehouse, story_output, story_apps),
         "kill": kill,
+        "stop": stop,
     }
 
 
-def _kill_the_worker_mid_job(airflow_runner: AirflowRunner, yarn: YarnCluster, root: Path) -> dict:
-    warehouse, logs = root / "kill", root / "kill-logs"
-    logs.mkdir()
-    connections = {
-        "iceberg_catalog_default": hadoop_catalog_connection(warehouse),
-        "spark_default": yarn_connection(yarn),
-    }
+def _kill_the_worker_mid_job(
+    airflow_runner: AirflowRunner, yarn: YarnCluster, warehouse: Path, logs: Path, connections: dict
+) -> dict:
     # The table, from a run of its own (which also registers the DAG); then the run whose append
     # is killed, so that its every try is the same task instance (same commit id).
     code, output = run_task_to_end(airflow_runner, logs, KILL_DAG, "create_orders", "2024-01-01", connections)
@@ -167,6 +181,68 @@ def _kill_the_worker_mid_job(airflow_runner: AirflowRunner, yarn: YarnCluster, r
             if ":append_day_two:" in event["commit_id"]
         ],
     }
+
+
+def _stop_the_task_mid_job(
+    airflow_runner: AirflowRunner, yarn: YarnCluster, warehouse: Path, logs: Path, connections: dict
+) -> dict:
+    """SIGTERM the task while its application runs, then SIGKILL its process group five seconds
+    later (Airflow's supervisor escalates so), and watch the application's staging directory."""
+    trigger_dag_run(airflow_runner, KILL_DAG, STOP_RUN, "2024-01-03")
+    before = {app["id"] for app in yarn.apps()}
+    snapshots_before = [s.snapshot_id for s in load_table(warehouse, "db.orders").snapshots()]
+
+    def running_application() -> dict | None:
+        new = [app for app in yarn.apps() if app["id"] not in before]
+        return next((app for app in new if app["state"] == "RUNNING"), None)
+
+    with run_task(airflow_runner, logs, KILL_DAG, "append_day_two", STOP_RUN, connections) as task:
+        wait_until(running_application, APPLICATION_SECONDS, "the append's application", while_running=task)
+        app = running_application()
+        staged = staging_dirs(yarn, app["id"])
+        secret_was_staged = any(SENTINEL in _text(path) for path in staged_files(staged))
+        os.kill(task.pid, signal.SIGTERM)  # the task runner's handler calls on_kill
+        time.sleep(SIGKILL_AFTER_SIGTERM_SECONDS)
+        task.signal_group(signal.SIGKILL)
+        task.wait(30)
+        output = task.output()
+    final = wait_until(
+        lambda: (a := yarn.app(app["id"]))["state"] in ("KILLED", "FAILED", "FINISHED") and a,
+        APPLICATION_SECONDS,
+        "the stopped task's application to end",
+    )
+    deadline = time.monotonic() + 120  # the deletion may outlive the SIGKILL: give it time to finish
+    while secrets_in_staging(yarn) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return {
+        "app": final,
+        "secret_was_staged": secret_was_staged,
+        "output": output,
+        "snapshots_before": snapshots_before,
+        "snapshots_after": [s.snapshot_id for s in load_table(warehouse, "db.orders").snapshots()],
+        "left_in_staging": secrets_in_staging(yarn),
+    }
+
+
+def staging_dirs(yarn: YarnCluster, application_id: str) -> list[Path]:
+    """The application's staging directory (``<stagingDir>/<user>/.sparkStaging/<id>``)."""
+    return list(yarn.staging_dir.glob(f"*/.sparkStaging/{application_id}"))
+
+
+def staged_files(folders: list[Path]) -> list[Path]:
+    return [path for folder in folders for path in folder.rglob("*") if path.is_file()]
+
+
+def secrets_in_staging(yarn: YarnCluster) -> list[Path]:
+    """Every file under the staging root, of any application, that holds the sentinel secret."""
+    return [path for path in staged_files([yarn.staging_dir]) if SENTINEL in _text(path)]
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:  # deleted between the listing and the read
+        return ""
 
 
 def run_xcom(runner: AirflowRunner, dag_id: str, run_id: str, task_id: str) -> object:
@@ -250,3 +326,14 @@ def test_a_killed_worker_reconnects_to_its_running_driver_and_reports_its_one_co
     assert [e["snapshot_id"] for e in kill["append_events"]] == [appends[0].snapshot_id]
     assert result["snapshot_id"] == appends[0].snapshot_id and result["added_records"] == 80
     assert result["summary"][COMMIT_ID] == appends[0].summary[COMMIT_ID]
+
+
+def test_a_stopped_task_kills_its_application_and_leaves_no_secrets_in_staging(yarn_runs):
+    """Marked failed, cleared or timed out, the task's on_kill kills its YARN application and
+    deletes the application's staging directory, which held the catalog's secrets file. A killed
+    application's ApplicationMaster never deletes it (YARN gives its shutdown hook 250 ms)."""
+    stop = yarn_runs["stop"]
+    assert stop["secret_was_staged"]  # the fault is real: the secrets file was there
+    assert stop["app"]["state"] == "KILLED", stop["output"][-4000:]
+    assert stop["left_in_staging"] == []  # nowhere under the staging root, every application's
+    assert stop["snapshots_after"] == stop["snapshots_before"]  # the killed job committed nothing

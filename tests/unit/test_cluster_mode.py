@@ -11,6 +11,7 @@ with the commit id the operator gave it. The end-to-end run on a real YARN clust
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -516,42 +517,148 @@ def test_a_non_idempotent_retry_still_reconnects_to_its_running_driver(sqlite_ca
     assert seen["request"].commit_id != first_commit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A killed YARN application keeps its staging directory, the secrets file in it: checked on "
-    "a real ResourceManager and NodeManager (h-yarn's tests/servers/yarn.py, Hadoop 3.3.4, Spark 3.5.9): "
-    "spark-submit --deploy-mode cluster --files secret.json#airflow-iceberg-secret-conf.json with "
-    "waitAppCompletion=false (what durable's yarn_track_via_rm_api runs), then PUT "
-    "/ws/v1/cluster/apps/<id>/state KILLED (the provider's on_kill): "
-    ".sparkStaging/<id>/secret.json is still there, with spark.yarn.maxAppAttempts 2 and 1 alike "
-    "(the AM's shutdown hook gets 250 ms before SIGKILL, and cleans only on its last attempt). "
-    "The operator must remove <stagingDir>/<user>/.sparkStaging/<id> itself when the application "
-    "did not succeed; not done yet.",
-)
-def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(
-    secret_sqlite_catalog, yarn_connection, monkeypatch, tmp_path
-):
+@pytest.fixture
+def yarn_staging(secret_sqlite_catalog, yarn_connection, tmp_path, monkeypatch):
+    """A cluster-mode append on YARN with a secret, its staging root, and what the ResourceManager says.
+
+    The application's staging directory is made as spark-submit makes it (``<stagingDir>/<user>/
+    .sparkStaging/<id>``, the secrets file in it) on the local file system; Hadoop's real
+    ``FsShell`` (the worker's ``spark-class``) is what must delete it.
+    """
     import getpass
 
     conn_id, _ = secret_sqlite_catalog
     staging = tmp_path / "staging"
-    app_dir = staging / getpass.getuser() / ".sparkStaging" / "application_1_0001"
+    status = {"application_1_0001": "FAILED"}
+    monkeypatch.setattr(
+        "airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook.query_yarn_application_status",
+        lambda hook, application_id: status[application_id],
+    )
 
-    def killed(self, context):
+    def application_dir(application_id: str) -> Path:
+        folder = staging / getpass.getuser() / ".sparkStaging" / application_id
+        folder.mkdir(parents=True)
+        (folder / "7").write_text('{"spark.sql.catalog.lake.s3.secret-access-key": "SENTINEL-s3-key"}')
+        return folder
+
+    def operator() -> IcebergAppendOperator:
+        return IcebergAppendOperator(
+            task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+            source_query="SELECT 1", yarn_track_via_rm_api=True,
+            conf={"spark.yarn.stagingDir": staging.as_uri()},
+        )
+
+    return application_dir, operator, status
+
+
+def _ends_with(state: str, application_id: str = "application_1_0001"):
+    """spark-submit's stand-in: the application was submitted, then the provider's polling saw ``state``."""
+
+    def execute(self, context):
         self._hook = self._get_hook()
-        self._hook._yarn_application_id = "application_1_0001"
-        app_dir.mkdir(parents=True)
-        (app_dir / "7").write_text('{"spark.sql.catalog.lake.s3.secret-access-key": "SENTINEL-s3-key"}')
-        raise RuntimeError("YARN application application_1_0001 finished with KILLED")
+        self._hook._yarn_application_id = application_id
+        raise RuntimeError(f"YARN application {application_id} ended with state: {state}")
 
-    monkeypatch.setattr(SparkSubmitOperator, "execute", killed)
+    return execute
+
+
+def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(yarn_staging, monkeypatch):
+    """Spark deletes the staging directory only when the application ends by itself; one killed
+    (``yarn application -kill``, the ResourceManager's UI) keeps the secrets file. The failed task
+    deletes it, and only that application's."""
+    application_dir, operator, _ = yarn_staging
+    killed, neighbour = application_dir("application_1_0001"), application_dir("application_1_0002")
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("KILLED"))
+    with pytest.raises(IcebergJobError, match="ended with state: KILLED"):
+        operator().execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
+    assert not killed.exists()
+    assert (neighbour / "7").exists()
+
+
+def test_a_yarn_application_that_may_still_run_keeps_its_staging_dir(yarn_staging, monkeypatch):
+    """The provider gives up polling after ten ResourceManager errors in a row; the application
+    may be running, and a new attempt of it (or the retry, reconnecting) needs its files."""
+    application_dir, operator, status = yarn_staging
+    running = application_dir("application_1_0001")
+    status["application_1_0001"] = "RUNNING"
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("unknown: 10 consecutive RM failures"))
+    with pytest.raises(IcebergJobError):
+        operator().execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
+    assert (running / "7").exists()
+
+
+def test_on_kill_deletes_the_staging_dir_of_the_application_it_killed(yarn_staging, monkeypatch):
+    """Marked failed, cleared or timed out: the task's ``on_kill`` has the provider kill the
+    application through the ResourceManager, then deletes its staging directory, in a process of
+    its own (Airflow sends SIGKILL five seconds after SIGTERM)."""
+    application_dir, operator, _ = yarn_staging
+    folder = application_dir("application_1_0001")
+    killed: list[str] = []
+    monkeypatch.setattr(
+        "airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook._kill_yarn_application",
+        lambda hook, application_id: killed.append(application_id),
+    )
+    op = operator()
+    op._secrets_shipped_to_yarn = True
+    op._hook = op._get_hook()
+    op._hook._yarn_application_id = "application_1_0001"
+    op.on_kill()
+    assert killed == ["application_1_0001"]
+    deadline = time.monotonic() + 60  # on_kill waits a few seconds; FsShell may finish after it
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not folder.exists()
+
+
+def test_a_retry_that_reconnected_to_its_application_can_kill_it(yarn_staging, monkeypatch):
+    """A retry reconnects to the stored application without running spark-submit, so the
+    provider's hook never learns its id, and the provider's ``on_kill`` would kill nothing."""
+    _, operator, _ = yarn_staging
+    polled: list[str] = []
+    monkeypatch.setattr(
+        "airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook._start_yarn_application_status_tracking",
+        lambda hook, application_id: polled.append(application_id),
+    )
+    op = operator()
+    op._hook = op._get_hook()
+    op.poll_until_complete("application_1_0003", {})
+    assert polled == ["application_1_0003"]
+    assert op._hook._yarn_application_id == "application_1_0003"
+
+
+def test_a_retry_deletes_the_staging_dir_an_earlier_try_left(yarn_staging, monkeypatch):
+    """The worker died (SIGKILL: no ``on_kill``), and its application was killed later. The retry
+    finds the stored application failed, and deletes its staging directory before submitting."""
+    application_dir, operator, _ = yarn_staging
+    folder = application_dir("application_1_0001")
+    seen: dict = {}
+
+    def submit(self, context):
+        seen["left_at_submit"] = folder.exists()
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
+    monkeypatch.setattr("airflow_iceberg.operators.base.result_from_catalog", lambda *a: {"status": "ok"})
+    op = operator()
+    store = _StateStore(spark_job_id="application_1_0001")
+    op.execute({"ti": _TaskInstance(max_tries=2, try_number=2), "task_state_store": store})
+    assert seen == {"left_at_submit": False}
+
+
+def test_without_secrets_a_failed_applications_staging_dir_is_left_to_yarn(
+    sqlite_catalog, yarn_connection, monkeypatch
+):
+    """Nothing of the connection's is in it: the operator starts no deletion."""
+    conn_id, _ = sqlite_catalog
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("KILLED"))
+    monkeypatch.setattr(
+        "airflow_iceberg.operators.base.remove_staging_dir", lambda *a, **k: pytest.fail("deleted")
+    )
     op = IcebergAppendOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
-        source_query="SELECT 1", yarn_track_via_rm_api=True, conf={"spark.yarn.stagingDir": staging.as_uri()},
+        source_query="SELECT 1", yarn_track_via_rm_api=True,
     )
     with pytest.raises(IcebergJobError):
         op.execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
-    assert not app_dir.exists()
 
 
 def test_a_jdbc_catalog_pyiceberg_cannot_read_is_refused_before_spark_submit(
