@@ -12,13 +12,12 @@ import sys
 import textwrap
 import time
 import urllib.error
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .fixtures import DEFAULT_SPARK_PYTHON, REPO_ROOT, spark_home
+from .fixtures import spark_home
 from .hive_metastore import HiveMetastore
 from .nessie import NessieServer
 from .ports import free_ports, is_port_free, wait_for_port
@@ -461,35 +460,12 @@ def test_nessie_listens_on_loopback_only_and_branches(nessie_server: NessieServe
 
 # --- YARN ------------------------------------------------------------------------------------------------
 
-# The application: its driver runs in the ApplicationMaster's container and imports a module from
-# the --py-files zip, as the operators' job does; the rows are written by the executor's task.
-YARN_APPLICATION = """
-from pyspark.sql import SparkSession
-from yarn_rows import rows
-spark = SparkSession.builder.getOrCreate()
-spark.sql("CREATE TABLE yarn_cat.db.t (id bigint) USING iceberg")
-rows(spark).writeTo("yarn_cat.db.t").append()
-print("driver-done")
-"""
-YARN_APPLICATION_MODULE = "def rows(spark):\n    return spark.range(3)\n"
-YARN_FINAL_STATES = ("FINISHED", "FAILED", "KILLED")
+def test_yarn_starts_on_loopback_only_and_stops_every_port(tmp_path: Path) -> None:
+    """One start (a RUNNING node registered), every daemon port on 127.0.0.1 only, one clean stop.
 
-
-def test_yarn_runs_a_cluster_mode_application_on_loopback_only(tmp_path: Path) -> None:
-    """One start, one PySpark application in cluster deploy mode writing an Iceberg table, one stop.
-
-    It is submitted as the provider's ``yarn_track_via_rm_api`` does: spark-submit returns once
-    the ResourceManager accepted it (``spark.yarn.submit.waitAppCompletion=false``), then the
-    ResourceManager's REST API is polled for its state and final status.
+    Applications on it, in cluster deploy mode, are the end-to-end story's:
+    ``tests/integration/test_cluster_mode_on_yarn.py`` runs seven on the session's cluster.
     """
-    from pyiceberg.table import StaticTable
-
-    spark_dir = spark_home()
-    python = Path(os.environ.get("PYSPARK_PYTHON") or REPO_ROOT / DEFAULT_SPARK_PYTHON)
-    (tmp_path / "app.py").write_text(YARN_APPLICATION)
-    with zipfile.ZipFile(tmp_path / "deps.zip", "w") as deps:
-        deps.writestr("yarn_rows.py", YARN_APPLICATION_MODULE)
-    warehouse = tmp_path / "warehouse"
     cluster = YarnCluster(tmp_path / "yarn")
     with cluster:
         rm, nm = cluster.processes["resourcemanager"], cluster.processes["nodemanager"]
@@ -497,40 +473,10 @@ def test_yarn_runs_a_cluster_mode_application_on_loopback_only(tmp_path: Path) -
         nm_ports = [cluster.ports[role] for role in NODE_MANAGER_PORTS]
         assert_loopback_only(rm, set(rm_ports))
         assert_loopback_only(nm, set(nm_ports))
-        conf = {
-            **cluster.spark_conf(spark_dir, python),
-            "spark.yarn.submit.waitAppCompletion": "false",
-            "spark.sql.catalog.yarn_cat": "org.apache.iceberg.spark.SparkCatalog",
-            "spark.sql.catalog.yarn_cat.type": "hadoop",
-            "spark.sql.catalog.yarn_cat.warehouse": warehouse.as_uri(),
-        }
-        argv = [str(spark_dir / "bin" / "spark-submit"), "--master", "yarn", "--deploy-mode", "cluster"]
-        argv += ["--jars", os.environ["ICEBERG_RUNTIME_JAR"], "--py-files", str(tmp_path / "deps.zip")]
-        argv += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
-        env = {**os.environ, **cluster.spark_env(), "SPARK_HOME": str(spark_dir)}
-        env["PYSPARK_PYTHON"] = str(python)
-        argv.append(str(tmp_path / "app.py"))
-        submit = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180, check=False)
-        assert submit.returncode == 0, submit.stderr[-3000:]
-        (app_id,) = {app["id"] for app in cluster.apps()}
-        assert app_id in submit.stderr
-
-        def final_report() -> dict | None:
-            app = cluster.app(app_id)  # what the provider's yarn_track_via_rm_api polls
-            return app if app["state"] in YARN_FINAL_STATES else None
-
-        final = rm.wait_until(final_report, timeout=300, what=f"{app_id} to finish")
-        logs = cluster.container_logs(app_id)
-        assert (final["state"], final["finalStatus"]) == ("FINISHED", "SUCCEEDED"), logs
-        am_stdout = next((cluster.node_log_dir / app_id).glob("container_*_01_000001/stdout"))
-        assert "driver-done" in am_stdout.read_text(), logs  # the driver ran in the AM's container
+        assert cluster.apps() == []
     assert_stopped(rm, rm_ports)
     assert_stopped(nm, nm_ports)
     assert not cluster.container_pids(), "a container process outlived the cluster"
-    versions = (warehouse / "db" / "t" / "metadata").glob("v*.metadata.json")
-    metadata = max(versions, key=lambda path: int(path.name.split(".")[0][1:]))  # v<N>.metadata.json
-    table = StaticTable.from_metadata(metadata.as_uri())
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
 
 def test_yarn_stop_kills_containers_a_dead_node_manager_left(tmp_path: Path) -> None:
