@@ -65,9 +65,21 @@ from airflow_iceberg.operators.connect_tries import TryNumbers
 from airflow_iceberg.operators.lineage import TableLineageMixin, check_partition_events_supported
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
-from airflow_iceberg.operators.spark_defaults import deployment_property, jvm_system_property
+from airflow_iceberg.operators.spark_defaults import (
+    deployment_properties,
+    deployment_property,
+    jvm_system_property,
+)
 from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
-from airflow_iceberg.operators.yarn_staging import STAGING_DIR_KEY, remove_staging_dir
+from airflow_iceberg.operators.yarn_staging import (
+    STAGING_DIR_KEY,
+    ResourceManager,
+    StagingDeletion,
+    stop_submitter,
+    watch,
+    watch_then_delete,
+    will_not_run_again,
+)
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -77,8 +89,8 @@ if TYPE_CHECKING:
 DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
 #: How long a failed task waits for its YARN application's staging directory to be deleted.
 STAGING_WAIT_SECONDS = 120
-#: How long ``on_kill`` waits for it: Airflow sends SIGKILL five seconds after SIGTERM, and the
-#: deletion (in a session of its own) goes on past that.
+#: How long ``on_kill`` watches the application itself when no watcher process can (Airflow sends
+#: SIGKILL five seconds after SIGTERM).
 KILL_WAIT_SECONDS = 4
 
 
@@ -252,6 +264,13 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         shipping_conf = {**(self.conf or {}), **({PRESERVE_STAGING_KEY: staging} if staging else {})}
         if settings.secret_conf and (refused := secret_shipping_refusal(self._master(), shipping_conf)):
             raise InvalidCatalogConfigError(f"{spec.table}: {refused}")
+        if settings.secret_conf and "yarn" in self._master() and not self._rm_webapp_address():
+            raise InvalidCatalogConfigError(
+                f"{spec.table}: in YARN cluster deploy mode the catalog secrets travel in the "
+                "application's staging directory, which the operator deletes once the ResourceManager "
+                f"says the application ended (Spark does not, for a killed one): set {RM_WEBAPP_ADDRESS_KEY} "
+                "in the Spark connection's extra (e.g. http://resourcemanager:8088); docs/cluster.md"
+            )
 
     def _untracked_driver_refusal(self, context: Context) -> str | None:
         """Why a retry of this cluster-mode task could make a second commit, or None.
@@ -295,8 +314,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             super().execute(context)
         except Exception as error:
             if on_cluster and self._hook is not None:
-                hook = self._hook
-                self._delete_yarn_staging(hook, hook._yarn_application_id, wait_seconds=STAGING_WAIT_SECONDS)
+                self._delete_yarn_staging(self._hook, self._hook._yarn_application_id)
             _raise_job_failure(spec, result_file, error)
             if on_cluster:
                 raise IcebergJobError(
@@ -341,18 +359,22 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
     def on_kill(self) -> None:
         """Interrupt the running job: its Spark Connect operations, or the spark-submit process.
 
-        A killed YARN application leaves its staging directory (the secrets file in it) behind:
-        it is deleted here, right after the provider has killed the application.
+        A killed YARN application leaves its staging directory (the secrets file in it) behind; a
+        watcher process deletes it once the ResourceManager says the application ended
+        (:mod:`.yarn_staging`). spark-submit is stopped first if it still runs: the provider's
+        YARN kill goes to the ResourceManager only, and an application still being uploaded
+        would otherwise be submitted after the task was stopped.
         """
         job = getattr(self, "_connect_job", None)
         if job is not None:
             job.interrupt()
             return
-        super().on_kill()
         hook = self._hook
-        if hook is not None:
-            application_id = hook._yarn_application_id
-            self._delete_yarn_staging(hook, application_id, killed=True, wait_seconds=KILL_WAIT_SECONDS)
+        if hook is not None and hook._is_yarn_cluster_mode:
+            stop_submitter(hook._submit_sp, self.log)
+        super().on_kill()
+        if hook is not None and self._ships_secrets_to(hook) and hook._yarn_application_id:
+            self._watch_then_delete_staging(hook, hook._yarn_application_id)
 
     def poll_until_complete(self, external_id: Any, context: Context) -> None:
         """The provider's polling, with the YARN application's id where the provider's ``on_kill`` looks.
@@ -366,13 +388,18 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             hook._yarn_application_id = str(external_id)
         super().poll_until_complete(external_id, context)
 
+    def _ships_secrets_to(self, hook: SparkSubmitHook) -> bool:
+        """Whether this task's YARN application got the catalog secrets file (``--files``)."""
+        return hook._is_yarn_cluster_mode and getattr(self, "_secrets_shipped_to_yarn", False)
+
     def _delete_an_earlier_tries_staging(self, context: Context) -> None:
-        """Delete the staging directory of the YARN application an earlier try left killed or failed.
+        """Delete the staging directory of the YARN application an earlier try left, once it ended.
 
         The worker that ran it may have died before its ``on_kill`` could (a SIGKILL, a lost node),
         and the application was killed after that (``yarn application -kill``, a ResourceManager
         restart). The provider is about to submit again; its stored application id is the only
-        trace of the old one.
+        trace of the old one. That try's spark-submit is gone, so an application the
+        ResourceManager does not know will never run.
         """
         store = context.get("task_state_store")
         if store is None or not getattr(self, "_secrets_shipped_to_yarn", False):
@@ -380,46 +407,82 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         if application_id := store.get(self.external_id_key):
             hook = self._get_hook()
             if hook._is_yarn_cluster_mode:
-                self._delete_yarn_staging(hook, str(application_id), wait_seconds=STAGING_WAIT_SECONDS)
+                self._delete_yarn_staging(hook, str(application_id))
 
-    def _delete_yarn_staging(
-        self, hook: SparkSubmitHook, application_id: str | None, *, wait_seconds: float, killed: bool = False
-    ) -> None:
-        """Delete a YARN application's staging directory (:mod:`.yarn_staging`) once it will not run again.
+    def _delete_yarn_staging(self, hook: SparkSubmitHook, application_id: str | None) -> None:
+        """Delete an application's staging directory now, if the ResourceManager says it will not run again.
 
-        Only for an application that was given a secrets file, and only once it is ``killed`` or
-        the ResourceManager says it failed: one still running needs its files for a new attempt
-        (and a retry reconnects to it), and one that succeeded had Spark delete them.
+        For the failure path and the next try, where spark-submit has exited: one that ended, or
+        that the ResourceManager does not know, is deleted; one still running is kept (its next
+        attempt needs the files, and a retry reconnects to it).
         """
-        shipped = getattr(self, "_secrets_shipped_to_yarn", False)
-        if not (shipped and application_id and hook._is_yarn_cluster_mode):
+        if not (application_id and self._ships_secrets_to(hook)) or application_id in self._staging_deleted:
             return
-        if application_id in self._staging_deleted:
+        try:
+            state = self._resource_manager(hook).state(application_id)
+        except (RuntimeError, ValueError) as error:
+            self.log.warning("Could not ask YARN whether %s ended (%s): its staging directory is kept "
+                             "for the next try to delete", application_id, error)
             return
-        if not killed:
-            try:
-                status = hook.query_yarn_application_status(application_id)
-            except Exception as error:  # the ResourceManager is unreachable: it may still be running
-                self.log.warning("Could not ask YARN whether %s ended: %s", application_id, error)
-                return
-            if status != "FAILED":  # the provider's name for FAILED, KILLED and unsuccessful FINISHED
-                return
+        if not will_not_run_again(state, submitter_exited=True):
+            return
         self._staging_deleted.add(application_id)
-        remove_staging_dir(
+        self._staging_deletion(hook, application_id).run(self.log, wait_seconds=STAGING_WAIT_SECONDS)
+
+    def _watch_then_delete_staging(self, hook: SparkSubmitHook, application_id: str) -> None:
+        """After ``on_kill``: a watcher deletes the staging directory once the application has ended."""
+        self._staging_deleted.add(application_id)
+        deletion = self._staging_deletion(hook, application_id)
+        try:
+            resource_manager = self._resource_manager(hook)
+        except (RuntimeError, ValueError) as error:
+            self.log.warning("Cannot watch %s for its end (%s): its staging directory is kept for the "
+                             "next try to delete", application_id, error)
+            return
+        pid = watch_then_delete(deletion, resource_manager, self.log)
+        if pid is not None:
+            self.log.info("Deleting %s's staging directory once YARN reports the application ended "
+                          "(watcher pid %s)", application_id, pid)
+            return
+        # The auth object cannot travel to a watcher: watch here for as long as Airflow lets us.
+        watch(deletion, resource_manager, self.log, seconds=KILL_WAIT_SECONDS)
+
+    def _resource_manager(self, hook: SparkSubmitHook) -> ResourceManager:
+        """The ResourceManager the provider polls (its web address and auth, from the Spark connection)."""
+        return ResourceManager(hook._get_yarn_rm_base_url(), hook._resolved_yarn_rm_auth)
+
+    def _staging_deletion(self, hook: SparkSubmitHook, application_id: str) -> StagingDeletion:
+        """How FsShell deletes the application's staging directory, as the user spark-submit ran as."""
+        env = self._submit_environment()
+        connection = hook._connection
+        principal, keytab = connection.get("principal"), connection.get("keytab")
+        if principal and keytab:  # as the provider's own `yarn application -kill` does
+            from airflow.providers.common.compat.sdk import conf as airflow_conf
+            from airflow.security.kerberos import renew_from_kt
+
+            renew_from_kt(principal, keytab, exit_on_fail=False)
+            env["KRB5CCNAME"] = airflow_conf.get_mandatory_value("kerberos", "ccache")
+        return StagingDeletion.plan(
             application_id,
             staging_root=self._submit_property(STAGING_DIR_KEY),
-            spark_binary=str(hook._connection.get("spark_binary") or "spark-submit"),
-            env=self._submit_environment(),
-            conf=self.conf,
+            spark_binary=str(connection.get("spark_binary") or "spark-submit"),
+            env=env,
+            hadoop_settings=self._submit_hadoop_settings(),
             proxy_user=hook._proxy_user,
-            principal=hook._principal,
-            log=self.log,
-            wait_seconds=wait_seconds,
+            principal=principal,
         )
+
+    def _submit_hadoop_settings(self) -> dict[str, str]:
+        """spark-submit's ``spark.hadoop.*`` settings: the properties file's, then ``conf``'s, which win."""
+        environment = self._submit_environment()
+        binary = getattr(self, "spark_binary", None) or "spark-submit"
+        found = deployment_properties(self.properties_file, environment, binary)
+        settings = {**found, **{key: str(value) for key, value in (self.conf or {}).items()}}
+        return {key: value for key, value in settings.items() if key.startswith("spark.hadoop.")}
 
     @cached_property
     def _staging_deleted(self) -> set[str]:
-        """Applications whose staging directory is deleted already (``on_kill`` runs before the failure)."""
+        """Applications whose staging directory is being deleted (``on_kill`` runs before the failure)."""
         return set()
 
     def qualify_spec(self, spec: ActionSpec, catalog_names: Sequence[str]) -> ActionSpec:
@@ -446,8 +509,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             )
             spec = dataclasses.replace(spec, preview_rows=0)
         if "yarn" in self._master() and getattr(self, "durable", False) and not self._yarn_track_via_rm_api:
-            extra = self._get_hook().get_connection(self._conn_id).extra_dejson
-            if not str(extra.get(RM_WEBAPP_ADDRESS_KEY) or "").strip():
+            if not self._rm_webapp_address():
                 raise InvalidSpecError(
                     f"{spec.table}: durable execution (on by default with Airflow 3.3) of a YARN "
                     "cluster-mode task reconnects to its application through the ResourceManager's "
@@ -457,6 +519,11 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 )
             self._yarn_track_via_rm_api = True
         return spec
+
+    def _rm_webapp_address(self) -> str:
+        """The ResourceManager's web address in the Spark connection's extra, or ''."""
+        extra = self._get_hook().get_connection(self._conn_id).extra_dejson
+        return str(extra.get(RM_WEBAPP_ADDRESS_KEY) or "").strip()
 
     def _secrets_for_the_cluster(self, request: JobRequest, configs: Iterable[CatalogConfig]) -> JobRequest:
         """The request as a driver on the cluster gets its secrets (:mod:`.cluster_mode`).

@@ -49,13 +49,20 @@ def deployment_property(
     key: str, properties_file: str | None, environment: Mapping[str, str], spark_binary: str = "spark-submit"
 ) -> str | None:
     """The value the deployment's properties file gives ``key``, or None (no file, unreadable, unset)."""
+    return deployment_properties(properties_file, environment, spark_binary).get(key)
+
+
+def deployment_properties(
+    properties_file: str | None, environment: Mapping[str, str], spark_binary: str = "spark-submit"
+) -> dict[str, str]:
+    """Every setting of the deployment's properties file ({} when there is none, or it is unreadable)."""
     path = properties_file_path(properties_file, environment, spark_binary)
     try:
         with open(path or "", encoding="utf-8") as handle:
             text = handle.read()
     except OSError:  # no file: spark-submit loads none either
-        return None
-    return read_properties(text).get(key)
+        return {}
+    return read_properties(text)
 
 
 #: Environment variables whose ``-D<key>=<value>`` become system properties of spark-submit's JVM,

@@ -16,7 +16,9 @@ history and few manifests, so expiry and manifest rewrite are skipped, and it re
 orphan file.
 
 Then the real scheduler (api-server, scheduler and dag-processor, LocalExecutor) runs the same
-DAG file three times, with no scheduled runs: a run that asks for approval waits, audited, until
+DAG file three times, with no scheduled runs, over the session's Spark Connect server (what is
+checked there is the scheduler's handling of the audit gate; the spark-submit path of every task
+is the runs above): a run that asks for approval waits, audited, until
 the test approves through the REST API's ``hitlDetails``, and publishes exactly the audited
 snapshot (main untouched while it waited); a rejected one publishes nothing; a run whose audit
 fails publishes nothing and asks no one. The test answers once the scheduler has seen the task
@@ -420,7 +422,7 @@ def _run_xcom(airflow: AirflowDeployment, run_id: str, task_id: str):
 
 
 @pytest.fixture(scope="module")
-def scheduled(tmp_path_factory):
+def scheduled(spark_connect_server, tmp_path_factory):
     """Under the real scheduler: an approved run that publishes, then a run whose audit fails."""
     home = tmp_path_factory.mktemp("wap_deployment")
     warehouse = tmp_path_factory.mktemp("wap_scheduled_warehouse")
@@ -431,7 +433,7 @@ def scheduled(tmp_path_factory):
     env = {
         **os.environ,
         "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(hadoop_catalog_connection(warehouse)),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection()),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connect_server.connection()),
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",  # only the runs the test triggers
     }
     # No triggerer: on Airflow 3.3 an approval waits in the awaiting_input state, not deferred.

@@ -10,7 +10,11 @@ with the commit id the operator gave it. The end-to-end run on a real YARN clust
 
 from __future__ import annotations
 
+import http.server
 import json
+import signal
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -517,9 +521,54 @@ def test_a_non_idempotent_retry_still_reconnects_to_its_running_driver(sqlite_ca
     assert seen["request"].commit_id != first_commit
 
 
+class _ResourceManager(http.server.ThreadingHTTPServer):
+    """A ResourceManager's REST API on loopback: each application's state (404 when unknown), and kills."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, str] = {}
+        self.kills: list[str] = []
+        super().__init__(("127.0.0.1", 0), _ResourceManagerHandler)
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _ResourceManagerHandler(http.server.BaseHTTPRequestHandler):
+    server: _ResourceManager
+
+    def do_GET(self) -> None:
+        application_id = self.path.rstrip("/").rsplit("/", 1)[-1]
+        state = self.server.states.get(application_id)
+        body = json.dumps({"app": {"state": state, "finalStatus": "KILLED"}}).encode() if state else b"{}"
+        self.send_response(200 if state else 404)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        application_id = self.path.rstrip("/").split("/")[-2]
+        self.server.kills.append(application_id)
+        self.server.states[application_id] = "KILLED"
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture
-def yarn_staging(secret_sqlite_catalog, yarn_connection, tmp_path, monkeypatch):
-    """A cluster-mode append on YARN with a secret, its staging root, and what the ResourceManager says.
+def resource_manager():
+    server = _ResourceManager()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def yarn_staging(secret_sqlite_catalog, resource_manager, tmp_path, monkeypatch):
+    """A cluster-mode append on YARN with a secret, its staging root, and the ResourceManager's answers.
 
     The application's staging directory is made as spark-submit makes it (``<stagingDir>/<user>/
     .sparkStaging/<id>``, the secrets file in it) on the local file system; Hadoop's real
@@ -529,26 +578,27 @@ def yarn_staging(secret_sqlite_catalog, yarn_connection, tmp_path, monkeypatch):
 
     conn_id, _ = secret_sqlite_catalog
     staging = tmp_path / "staging"
-    status = {"application_1_0001": "FAILED"}
-    monkeypatch.setattr(
-        "airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook.query_yarn_application_status",
-        lambda hook, application_id: status[application_id],
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_YARN_WITH_RM",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": {
+            "deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": resource_manager.address,
+        }}),
     )
 
-    def application_dir(application_id: str) -> Path:
-        folder = staging / getpass.getuser() / ".sparkStaging" / application_id
+    def application_dir(application_id: str, root: Path = staging) -> Path:
+        folder = root / getpass.getuser() / ".sparkStaging" / application_id
         folder.mkdir(parents=True)
         (folder / "7").write_text('{"spark.sql.catalog.lake.s3.secret-access-key": "SENTINEL-s3-key"}')
         return folder
 
-    def operator() -> IcebergAppendOperator:
+    def operator(root: Path = staging, **kwargs: object) -> IcebergAppendOperator:
         return IcebergAppendOperator(
-            task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
+            task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id="yarn_with_rm",
             source_query="SELECT 1", yarn_track_via_rm_api=True,
-            conf={"spark.yarn.stagingDir": staging.as_uri()},
+            conf={"spark.yarn.stagingDir": root.as_uri()}, **kwargs,
         )
 
-    return application_dir, operator, status
+    return application_dir, operator, resource_manager.states
 
 
 def _ends_with(state: str, application_id: str = "application_1_0001"):
@@ -562,12 +612,21 @@ def _ends_with(state: str, application_id: str = "application_1_0001"):
     return execute
 
 
+def _gone(folder: Path, seconds: float = 90) -> bool:
+    """Whether ``folder`` is deleted within ``seconds`` (a watcher process deletes it after the task)."""
+    deadline = time.monotonic() + seconds
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return not folder.exists()
+
+
 def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(yarn_staging, monkeypatch):
     """Spark deletes the staging directory only when the application ends by itself; one killed
     (``yarn application -kill``, the ResourceManager's UI) keeps the secrets file. The failed task
     deletes it, and only that application's."""
-    application_dir, operator, _ = yarn_staging
+    application_dir, operator, states = yarn_staging
     killed, neighbour = application_dir("application_1_0001"), application_dir("application_1_0002")
+    states.update(application_1_0001="KILLED", application_1_0002="RUNNING")
     monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("KILLED"))
     with pytest.raises(IcebergJobError, match="ended with state: KILLED"):
         operator().execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
@@ -575,39 +634,80 @@ def test_a_killed_yarn_application_leaves_no_secrets_in_its_staging_dir(yarn_sta
     assert (neighbour / "7").exists()
 
 
-def test_a_yarn_application_that_may_still_run_keeps_its_staging_dir(yarn_staging, monkeypatch):
+@pytest.mark.parametrize("state", ["RUNNING", "ACCEPTED", None])  # None: the RM does not answer
+def test_a_yarn_application_that_may_still_run_keeps_its_staging_dir(yarn_staging, monkeypatch, state):
     """The provider gives up polling after ten ResourceManager errors in a row; the application
     may be running, and a new attempt of it (or the retry, reconnecting) needs its files."""
-    application_dir, operator, status = yarn_staging
+    application_dir, operator, states = yarn_staging
     running = application_dir("application_1_0001")
-    status["application_1_0001"] = "RUNNING"
+    if state:
+        states["application_1_0001"] = state
+    else:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_YARN_WITH_RM",
+            '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster", '
+            '"yarn_resourcemanager_webapp_address": "http://127.0.0.1:9"}}',
+        )
     monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("unknown: 10 consecutive RM failures"))
     with pytest.raises(IcebergJobError):
         operator().execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
     assert (running / "7").exists()
 
 
-def test_on_kill_deletes_the_staging_dir_of_the_application_it_killed(yarn_staging, monkeypatch):
-    """Marked failed, cleared or timed out: the task's ``on_kill`` has the provider kill the
-    application through the ResourceManager, then deletes its staging directory, in a process of
-    its own (Airflow sends SIGKILL five seconds after SIGTERM)."""
+def test_an_application_spark_submit_never_submitted_leaves_no_secrets(yarn_staging, monkeypatch):
+    """spark-submit names the application's staging directory while it uploads, before it submits;
+    killed there, the ResourceManager never hears of it (404), and nothing will run it."""
     application_dir, operator, _ = yarn_staging
     folder = application_dir("application_1_0001")
-    killed: list[str] = []
-    monkeypatch.setattr(
-        "airflow.providers.apache.spark.hooks.spark_submit.SparkSubmitHook._kill_yarn_application",
-        lambda hook, application_id: killed.append(application_id),
-    )
+    monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("spark-submit exited with 137"))
+    with pytest.raises(IcebergJobError):
+        operator().execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
+    assert not folder.exists()
+
+
+def test_on_kill_deletes_the_staging_dir_once_the_application_ended(yarn_staging, resource_manager):
+    """Marked failed, cleared or timed out: the task's ``on_kill`` has the provider kill the
+    application through the ResourceManager, and a watcher process of its own (Airflow sends
+    SIGKILL five seconds after SIGTERM) deletes the staging directory once it ended."""
+    application_dir, operator, states = yarn_staging
+    folder = application_dir("application_1_0001")
+    states["application_1_0001"] = "RUNNING"
     op = operator()
     op._secrets_shipped_to_yarn = True
     op._hook = op._get_hook()
     op._hook._yarn_application_id = "application_1_0001"
     op.on_kill()
-    assert killed == ["application_1_0001"]
-    deadline = time.monotonic() + 60  # on_kill waits a few seconds; FsShell may finish after it
-    while folder.exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not folder.exists()
+    assert resource_manager.kills == ["application_1_0001"]
+    assert _gone(folder)
+
+
+def test_on_kill_keeps_the_staging_dir_while_the_application_still_runs(yarn_staging, resource_manager):
+    """The kill was refused (ACLs: HTTP 403) or is slow: a new attempt of the application would
+    need its files, so the watcher waits for the end, and deletes only then."""
+    application_dir, operator, states = yarn_staging
+    folder = application_dir("application_1_0001")
+    op = operator()
+    op._secrets_shipped_to_yarn = True
+    op._hook = op._get_hook()
+    op._hook._yarn_application_id = "application_1_0001"
+    op._hook._kill_yarn_application = lambda application_id: None  # the kill did nothing
+    states["application_1_0001"] = "RUNNING"
+    op.on_kill()
+    time.sleep(8)  # the watcher asks every few seconds
+    assert (folder / "7").exists()
+    states["application_1_0001"] = "FINISHED"  # it ended by itself (Spark would have deleted it)
+    assert _gone(folder)
+
+
+def test_on_kill_stops_a_spark_submit_still_uploading(yarn_staging):
+    """The provider's YARN kill goes to the ResourceManager only; a spark-submit still uploading
+    would submit the application after the task was stopped."""
+    _, operator, _ = yarn_staging
+    op = operator()
+    op._hook = op._get_hook()
+    op._hook._submit_sp = subprocess.Popen(["sleep", "300"])
+    op.on_kill()
+    assert op._hook._submit_sp.wait(10) == -signal.SIGKILL
 
 
 def test_a_retry_that_reconnected_to_its_application_can_kill_it(yarn_staging, monkeypatch):
@@ -626,11 +726,15 @@ def test_a_retry_that_reconnected_to_its_application_can_kill_it(yarn_staging, m
     assert op._hook._yarn_application_id == "application_1_0003"
 
 
-def test_a_retry_deletes_the_staging_dir_an_earlier_try_left(yarn_staging, monkeypatch):
-    """The worker died (SIGKILL: no ``on_kill``), and its application was killed later. The retry
-    finds the stored application failed, and deletes its staging directory before submitting."""
-    application_dir, operator, _ = yarn_staging
+@pytest.mark.parametrize("state", ["KILLED", None])  # None: the ResourceManager forgot it (404)
+def test_a_retry_deletes_the_staging_dir_an_earlier_try_left(yarn_staging, monkeypatch, state):
+    """The worker died (SIGKILL: no ``on_kill``), and its application was killed later, or ended
+    so long ago that the ResourceManager forgot it. The retry deletes its staging directory
+    before submitting."""
+    application_dir, operator, states = yarn_staging
     folder = application_dir("application_1_0001")
+    if state:
+        states["application_1_0001"] = state
     seen: dict = {}
 
     def submit(self, context):
@@ -644,6 +748,31 @@ def test_a_retry_deletes_the_staging_dir_an_earlier_try_left(yarn_staging, monke
     assert seen == {"left_at_submit": False}
 
 
+def test_the_properties_files_hadoop_settings_reach_the_deletion(yarn_staging, monkeypatch, tmp_path):
+    """``spark.hadoop.*`` in ``spark-defaults.conf`` decide where Spark staged (``fs.defaultFS``),
+    so FsShell gets them as spark-submit did."""
+    _, operator, _ = yarn_staging
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.hadoop.fs.defaultFS viewfs://c/\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    op = operator()
+    op._hook = op._get_hook()
+    argv = op._staging_deletion(op._hook, "application_1_0001").argv
+    assert argv is not None and argv[argv.index("-D") + 1] == "fs.defaultFS=viewfs://c/"
+
+
+def test_the_connections_principal_is_the_user_whose_staging_dir_is_deleted(yarn_staging, monkeypatch):
+    """The provider takes the Kerberos principal from the Spark connection's extra too."""
+    _, operator, _ = yarn_staging
+    monkeypatch.setattr("airflow.security.kerberos.renew_from_kt", lambda *a, **k: None)
+    op = operator()
+    op._hook = op._get_hook()
+    op._hook._connection = {**op._hook._connection, "principal": "etl@EXAMPLE.COM", "keytab": "/k"}
+    deletion = op._staging_deletion(op._hook, "application_1_0001")
+    assert "/etl/.sparkStaging/application_1_0001" in deletion.path
+
+
 def test_without_secrets_a_failed_applications_staging_dir_is_left_to_yarn(
     sqlite_catalog, yarn_connection, monkeypatch
 ):
@@ -651,7 +780,7 @@ def test_without_secrets_a_failed_applications_staging_dir_is_left_to_yarn(
     conn_id, _ = sqlite_catalog
     monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("KILLED"))
     monkeypatch.setattr(
-        "airflow_iceberg.operators.base.remove_staging_dir", lambda *a, **k: pytest.fail("deleted")
+        "airflow_iceberg.operators.base.StagingDeletion.plan", lambda *a, **k: pytest.fail("deleted")
     )
     op = IcebergAppendOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
@@ -659,6 +788,25 @@ def test_without_secrets_a_failed_applications_staging_dir_is_left_to_yarn(
     )
     with pytest.raises(IcebergJobError):
         op.execute({"ti": _TaskInstance(), "task_state_store": _StateStore()})
+
+
+def test_secrets_on_yarn_without_the_resourcemanager_address_are_refused(
+    secret_sqlite_catalog, monkeypatch
+):
+    """Without it no one can tell when the application ended, and its staging directory (the
+    secrets file in it) could never be deleted safely."""
+    conn_id, _ = secret_sqlite_catalog
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_YARN_NO_RM",
+        '{"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}',
+    )
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: pytest.fail("submitted"))
+    op = IcebergAppendOperator(
+        task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id="yarn_no_rm",
+        source_query="SELECT 1", durable=False, idempotent=False,
+    )
+    with pytest.raises(InvalidCatalogConfigError, match="yarn_resourcemanager_webapp_address"):
+        op.execute({"ti": _TaskInstance()})
 
 
 def test_a_jdbc_catalog_pyiceberg_cannot_read_is_refused_before_spark_submit(
