@@ -315,7 +315,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         server_credential_catalogs: Sequence[str] = (),
     ) -> None:
         """Run the job in a Spark Connect session from this process (no spark-submit)."""
-        from airflow_iceberg.jobs.iceberg_job import describe_error
+        from airflow_iceberg.jobs.error_text import describe_error
 
         job = ConnectJob(self._conn_id, self.log, server_credential_catalogs)
         self._connect_job = job
