@@ -103,17 +103,20 @@ def load_table(config: CatalogConfig, table: str) -> Table:
     return table_loader(config, table)()
 
 
-def table_loader(config: CatalogConfig, table: str) -> Callable[[], Table]:
+def table_loader(config: CatalogConfig, table: str, file_io: str | None = None) -> Callable[[], Table]:
     """A function that loads the table afresh on each call, through one catalog client.
 
     For a step that reads the table more than once (publish, tag and rollback read it again
     after a commit, or to retry one): the client (a SQLAlchemy engine, a REST session and its
-    OAuth2 token, a metastore connection) is made on the first call and kept.
+    OAuth2 token, a metastore connection) is made on the first call and kept. ``file_io`` is
+    pyiceberg's ``py-io-impl`` for the table's files, unless the connection names its own.
     """
     parts = list(split_identifier(table))  # bare or backtick-quoted parts, as the job reads them
     if len(parts) > 2 and parts[0] == config.catalog_name:
         parts = parts[1:]
     properties = pyiceberg_properties(config)
+    if file_io:
+        properties.setdefault("py-io-impl", file_io)
     if config.kind == "hadoop":
         return lambda: _hadoop_table(properties, parts)
     catalogs: list[Catalog] = []

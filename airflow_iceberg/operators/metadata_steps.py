@@ -100,10 +100,11 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
             return None, refused
         from pyiceberg.exceptions import NoSuchTableError
 
+        from airflow_iceberg.catalog.metadata_file_io import METADATA_FILE_IO
         from airflow_iceberg.catalog.pyiceberg_refs import PyicebergTableRefs
         from airflow_iceberg.catalog.pyiceberg_tables import table_loader
 
-        load = table_loader(config, spec.table)
+        load = table_loader(config, spec.table, file_io=METADATA_FILE_IO)
         try:
             loaded = load()
         except NoSuchTableError:  # the step says so, in the job's words
