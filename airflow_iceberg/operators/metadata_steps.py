@@ -23,6 +23,7 @@ in a session.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,11 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
         self, spec: ActionSpec, config: CatalogConfig, over_connect: bool
     ) -> tuple[PyicebergTableRefs | None, str | None]:
         """The table's refs through pyiceberg, or None and why the step cannot run there exactly."""
+        if not pyiceberg_installed():
+            return None, (
+                "pyiceberg is not installed in this worker (it comes with airflow-iceberg's extras "
+                "'sensors' and 'cluster')"
+            )
         refused = catalog_refusal(config, self.conf, over_connect)
         if refused is not None:
             return None, refused
@@ -114,6 +120,11 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
         if loaded is not None and (refused := table_refusal(config, loaded)) is not None:
             return None, refused
         return PyicebergTableRefs(spec.table, load, loaded, writes_metadata_files=config.kind != "rest"), None
+
+
+def pyiceberg_installed() -> bool:
+    """Whether this worker has pyiceberg (an optional dependency), without importing it."""
+    return importlib.util.find_spec("pyiceberg") is not None
 
 
 def run_ref_step(refs: PyicebergTableRefs, spec: ActionSpec, marker_id: str | None) -> dict[str, Any]:

@@ -95,6 +95,18 @@ def _context(task_id: str, **extra) -> dict:
     return {"ti": ti, **extra}
 
 
+def _the_spark_job(ran: list[str]):
+    """spark-submit replaced by a job that reports success, noting which task ran it."""
+
+    def execute(self, context):
+        ran.append(self.task_id)
+        args = self.application_args
+        result = {"status": "success", "table": "t"}
+        Path(args[args.index("--result-file") + 1]).write_text(json.dumps(result))
+
+    return mock.patch.object(SparkSubmitOperator, "execute", execute)
+
+
 def _publish(**kwargs) -> IcebergPublishOperator:
     return IcebergPublishOperator(task_id="publish", table=TABLE, branch="audit", **kwargs)
 
@@ -503,18 +515,10 @@ def test_a_tag_that_another_task_made_meanwhile_is_not_replaced_unasked(lake, mo
 # --------------------------------------------------------------------------- which path, and why
 
 
-def test_hadoop_nessie_and_custom_catalogs_and_engine_spark_run_the_spark_job(
+def test_a_hadoop_catalog_and_engine_spark_run_the_spark_job(
     lake, iceberg_connection, tmp_path
 ):
     ran: list[str] = []
-
-    def the_job(self, context):
-        ran.append(self.task_id)
-        args = self.application_args
-        Path(args[args.index("--result-file") + 1]).write_text(
-            json.dumps({"status": "success", "table": "t"})
-        )
-
     hadoop = iceberg_connection(
         "hadoop_lake",
         extra={
@@ -525,7 +529,7 @@ def test_hadoop_nessie_and_custom_catalogs_and_engine_spark_run_the_spark_job(
         },
     )
     _audited_branch(lake)
-    with mock.patch.object(SparkSubmitOperator, "execute", the_job):
+    with _the_spark_job(ran):
         IcebergTagOperator(task_id="on_hadoop", table=TABLE, tag="t", iceberg_conn_id=hadoop).execute(
             _context("a")
         )
@@ -535,6 +539,21 @@ def test_hadoop_nessie_and_custom_catalogs_and_engine_spark_run_the_spark_job(
         IcebergTagOperator(
             task_id="t", table=TABLE, tag="t", iceberg_conn_id=hadoop, engine="pyiceberg"
         ).execute(_context("c"))
+
+
+def test_a_worker_without_pyiceberg_runs_the_spark_job_or_refuses_when_pyiceberg_is_asked_for(
+    lake, monkeypatch
+):
+    from airflow_iceberg.operators import metadata_steps
+
+    ran: list[str] = []
+    monkeypatch.setattr(metadata_steps, "pyiceberg_installed", lambda: False)
+    _audited_branch(lake)
+    with _the_spark_job(ran):
+        IcebergTagOperator(task_id="tag", table=TABLE, tag="t").execute(_context("tag"))
+    assert ran == ["tag"]
+    with pytest.raises(InvalidSpecError, match="pyiceberg is not installed in this worker"):
+        IcebergTagOperator(task_id="tag", table=TABLE, tag="t", engine="pyiceberg").execute(_context("tag"))
 
 
 @pytest.mark.parametrize(
