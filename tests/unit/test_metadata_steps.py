@@ -145,6 +145,7 @@ def test_publish_tag_and_rollback_run_in_the_worker_and_report_what_the_spark_jo
     }
     eod = lake.load_table(TABLE).refs()["eod_20240102"]
     assert (eod.snapshot_id, eod.max_ref_age_ms) == (audited, 30 * 86_400_000)
+    assert tag.execute(_context("tag"))["already_tagged"] is True  # its retry: same snapshot and retention
 
     rolled = IcebergRollbackOperator(task_id="rollback", table=TABLE, snapshot_id=main).execute(
         _context("rollback")
