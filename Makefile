@@ -52,7 +52,8 @@ DIST ?= dist
 wheel: setup
 	rm -rf build && .venv/bin/uv build --quiet --wheel --out-dir "$(DIST)" . && rm -rf build
 
-## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth; writes benchmarks/RESULTS.md.
+## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth, publish and tag without
+## Spark (#7, also alone: python -m benchmarks.metadata_steps); writes benchmarks/RESULTS.md.
 bench: setup
 	$(ENV) python -m benchmarks.run
 

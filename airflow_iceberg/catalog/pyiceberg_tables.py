@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.config import CatalogConfig, field_error
@@ -35,6 +36,7 @@ from airflow_iceberg.jdbc_urls import libpq_parameters, parse_jdbc_url
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 PYICEBERG_KINDS = ("rest", "hive", "glue", "jdbc", "hadoop")
@@ -98,32 +100,59 @@ def load_table(config: CatalogConfig, table: str) -> Table:
 
     Raises pyiceberg's ``NoSuchTableError`` if it does not exist.
     """
+    return table_loader(config, table)()
+
+
+def table_loader(config: CatalogConfig, table: str, file_io: str | None = None) -> Callable[[], Table]:
+    """A function that loads the table afresh on each call, through one catalog client.
+
+    For a step that reads the table more than once (publish, tag and rollback read it again
+    after a commit, or to retry one): the client (a SQLAlchemy engine, a REST session and its
+    OAuth2 token, a metastore connection) is made on the first call and kept. ``file_io`` is
+    pyiceberg's ``py-io-impl`` for the table's files, unless the connection names its own.
+    """
     parts = list(split_identifier(table))  # bare or backtick-quoted parts, as the job reads them
     if len(parts) > 2 and parts[0] == config.catalog_name:
         parts = parts[1:]
     properties = pyiceberg_properties(config)
+    if file_io:
+        properties.setdefault("py-io-impl", file_io)
     if config.kind == "hadoop":
-        return _hadoop_table(properties, parts)
-    if config.kind == "hive" and "," in properties.get("uri", ""):
-        return _table_from_a_metastore(config.catalog_name, properties, parts)
-    from pyiceberg.catalog import load_catalog
+        return lambda: _hadoop_table(properties, parts)
+    catalogs: list[Catalog] = []
 
-    catalog = load_catalog(config.catalog_name, **properties)
-    return catalog.load_table(tuple(parts))
+    def load() -> Table:
+        if catalogs:
+            return catalogs[0].load_table(tuple(parts))
+        if config.kind == "hive" and "," in properties.get("uri", ""):
+            catalog, loaded = _table_from_a_metastore(config.catalog_name, properties, parts)
+        else:
+            from pyiceberg.catalog import load_catalog
+
+            catalog = load_catalog(config.catalog_name, **properties)
+            loaded = catalog.load_table(tuple(parts))
+        catalogs.append(catalog)
+        return loaded
+
+    return load
 
 
-def _table_from_a_metastore(catalog_name: str, properties: dict[str, str], parts: list[str]) -> Table:
+def _table_from_a_metastore(
+    catalog_name: str, properties: dict[str, str], parts: list[str]
+) -> tuple[Catalog, Table]:
     """Ask each metastore of a list in turn, as Hive's client does; the first that answers decides.
 
     A metastore that is down (connection refused, a timeout) is skipped; any answer, a missing
-    table included, is final. When none answers, the last outage is raised.
+    table included, is final. When none answers, the last outage is raised. Returns the catalog
+    on the metastore that answered, and the table.
     """
     from pyiceberg.catalog import load_catalog
 
     last: Exception | None = None
     for uri in properties["uri"].split(","):
         try:
-            return load_catalog(catalog_name, **{**properties, "uri": uri}).load_table(tuple(parts))
+            catalog = load_catalog(catalog_name, **{**properties, "uri": uri})
+            return catalog, catalog.load_table(tuple(parts))
         except Exception as error:
             if not is_transient_error(error):
                 raise

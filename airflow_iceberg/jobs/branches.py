@@ -15,6 +15,7 @@ from airflow_iceberg.jobs.retry_markers import record_snapshot, recorded_snapsho
 from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
 from airflow_iceberg.jobs.spec.branches import TagSpec
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier, quote_name, split_identifier
+from airflow_iceberg.jobs.table_refs import Retention, TableRefs
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
@@ -207,30 +208,56 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+class SparkTableRefs:
+    """A table's refs in a Spark session (:class:`~.table_refs.TableRefs`): Iceberg's SQL and procedures."""
+
+    def __init__(self, spark: SparkSession, table: str) -> None:
+        self.spark = spark
+        self.table = table
+
+    def history(self) -> TableHistory:
+        return load_history(self.spark, self.table)
+
+    def create_tag(self, name: str, snapshot_id: int, *, replace: bool, retain: Retention | None) -> None:
+        verb = "CREATE OR REPLACE TAG" if replace else "CREATE TAG"
+        sql = f"ALTER TABLE {quote_identifier(self.table)} {verb} {name} AS OF VERSION {int(snapshot_id)}"
+        if retain is not None:
+            sql += f" RETAIN {int(retain.amount)} {retain.unit}"
+        self.spark.sql(sql)
+
+    def rollback_main(self, snapshot_id: int) -> None:
+        procedure_call(self.spark, self.table, "rollback_to_snapshot", {"snapshot_id": str(int(snapshot_id))})
+
+
 def tag_snapshot(
     spark: SparkSession,
     spec: TagSpec,
     commit_id: str | None = None,
     reuse_commit: bool = False,
 ) -> dict[str, Any]:
-    """``ALTER TABLE ... CREATE [OR REPLACE] TAG name AS OF VERSION id [RETAIN n DAYS]``, once per task.
+    """``ALTER TABLE ... CREATE [OR REPLACE] TAG name AS OF VERSION id [RETAIN n DAYS]``, once per task."""
+    require_table(spark, spec.table)
+    return tag_with(SparkTableRefs(spark, spec.table), spec, commit_id if reuse_commit else None)
+
+
+def tag_with(refs: TableRefs, spec: TagSpec, marker_id: str | None) -> dict[str, Any]:
+    """Tag ``spec``'s snapshot through ``refs`` (the Spark job's or the worker's), once per task.
 
     With ``snapshot_id`` every try tags that snapshot, so a retry sets the same tag again.
     Without one the tag names ``main``'s current snapshot as the first try saw it: that try
-    records it in a marker tag (:mod:`.retry_markers`) and every retry tags the recorded
-    snapshot, not whatever ``main`` points at by then. A tag already on the snapshot (with the
-    asked retention) is left as it is (``already_tagged``).
+    records it in a marker tag named from ``marker_id`` (the task's commit id, :mod:`.retry_markers`)
+    and every retry tags the recorded snapshot, not whatever ``main`` points at by then. A tag
+    already on the snapshot (with the asked retention) is left as it is (``already_tagged``).
     """
     table = spec.table
-    require_table(spark, table)
-    history = load_history(spark, table)
+    history = refs.history()
     if history.branch(spec.tag) is not None:
         raise TableStateError(
             f"{spec.tag!r} is a branch of table {table}, not a tag: nothing changed; choose another tag name"
         )
     snapshot_id = spec.snapshot_id
     if snapshot_id is None:
-        snapshot_id = _snapshot_to_tag(spark, history, commit_id if reuse_commit else None)
+        snapshot_id = _snapshot_to_tag(refs, history, marker_id)
     elif not history.has_snapshot(snapshot_id):
         raise SnapshotNotFoundError(
             f"snapshot_id {snapshot_id} is not a snapshot of table {table} (never made, or expired): "
@@ -238,11 +265,11 @@ def tag_snapshot(
         )
     result = {"table": table, "tag": spec.tag, "snapshot_id": snapshot_id, "retain_days": spec.retain_days}
     current = history.refs.get(spec.tag)
-    retention_ms = spec.retain_days * 86_400_000 if spec.retain_days is not None else None
+    retain = Retention(spec.retain_days, "DAYS") if spec.retain_days is not None else None
     if (
         current is not None
         and current.snapshot_id == snapshot_id
-        and (retention_ms in (None, current.max_ref_age_ms) or not spec.replace)
+        and (retain is None or retain.ms == current.max_ref_age_ms or not spec.replace)
     ):
         print(f"airflow-iceberg: tag {spec.tag} of {table} already names snapshot {snapshot_id}", flush=True)
         return {**result, "already_tagged": True}
@@ -251,17 +278,13 @@ def tag_snapshot(
             f"tag {spec.tag!r} of table {table} already names snapshot {current.snapshot_id}, not "
             f"{snapshot_id}, and replace=False: nothing changed. Use another tag name, or replace=True"
         )
-    verb = "CREATE OR REPLACE TAG" if spec.replace else "CREATE TAG"
-    sql = f"ALTER TABLE {quote_identifier(table)} {verb} {spec.tag} AS OF VERSION {int(snapshot_id)}"
-    if spec.retain_days is not None:
-        sql += f" RETAIN {int(spec.retain_days)} DAYS"
-    spark.sql(sql)
+    refs.create_tag(spec.tag, snapshot_id, replace=spec.replace, retain=retain)
     return {**result, "already_tagged": False}
 
 
-def _snapshot_to_tag(spark: SparkSession, history: TableHistory, commit_id: str | None) -> int:
+def _snapshot_to_tag(refs: TableRefs, history: TableHistory, marker_id: str | None) -> int:
     """``main``'s head, recorded for this task's retries; or what an earlier try recorded."""
-    recorded = recorded_snapshot(history, commit_id)
+    recorded = recorded_snapshot(history, marker_id)
     if recorded is not None:
         print(
             f"airflow-iceberg: tagging snapshot {recorded} of {history.table}, which an earlier try of this "
@@ -272,4 +295,4 @@ def _snapshot_to_tag(spark: SparkSession, history: TableHistory, commit_id: str 
     head = history.branch("main")
     if head is None:
         raise SnapshotNotFoundError(f"table {history.table} has no snapshot to tag; nothing changed")
-    return record_snapshot(spark, history, commit_id, head) if commit_id else head
+    return record_snapshot(refs, history, marker_id, head) if marker_id else head

@@ -30,7 +30,10 @@ The move is atomic against concurrent commits, in both execution modes:
 - over Spark Connect (SQL only), the pin becomes a marker tag (:mod:`.retry_markers`) and
   Iceberg's ``fast_forward`` moves the target to that tag, checking the ancestry against its own
   base; the tag is dropped afterwards. The branch drop is a statement of its own, made only if
-  the branch still holds the published snapshot.
+  the branch still holds the published snapshot;
+- in the Airflow worker, without Spark (:mod:`airflow_iceberg.catalog.pyiceberg_publish`), the
+  same :func:`decide` on the metadata pyiceberg loaded, and one commit whose requirements name
+  the target's and the branch's heads as decided on, which the catalog checks atomically.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs.branches import procedure_call
+from airflow_iceberg.jobs.branches import SparkTableRefs, procedure_call
 from airflow_iceberg.jobs.retry_markers import create_marker, drop_marker, marker_name
 from airflow_iceberg.jobs.snapshot_history import TableHistory, history_of_java_table, load_history
 from airflow_iceberg.jobs.spec.branches import PublishSpec
@@ -95,6 +98,11 @@ def publish_branch(
         decision, dropped = _publish_with_sql(spark, spec, commit_id or uuid.uuid4().hex)
     if decision.already:
         print(f"airflow-iceberg: {already_published_note(spec, decision)}", flush=True)
+    return publish_result(spec, decision, dropped)
+
+
+def publish_result(spec: PublishSpec, decision: Decision, dropped: bool) -> dict[str, Any]:
+    """The publish's result (its XCom) for what was decided and done, the same in every execution mode."""
     return {
         "table": spec.table,
         "branch": spec.branch,
@@ -255,7 +263,7 @@ def _publish_in_one_commit(spark: SparkSession, spec: PublishSpec) -> tuple[Deci
         manage.commit()
         transaction.commitTransaction()
     except Exception as error:
-        raise _failed(spec, decision, error) from None
+        raise publish_failure(spec, decision, error) from None
     return decision, decision.drop
 
 
@@ -275,15 +283,15 @@ def _publish_with_sql(
                 f"ALTER TABLE {table} CREATE BRANCH {spec.target_branch} AS OF VERSION {decision.published}"
             )
         except Exception as error:
-            raise _failed(spec, decision, error) from None
+            raise publish_failure(spec, decision, error) from None
     elif not decision.already:
-        create_marker(spark, history, pin, decision.published)
+        create_marker(SparkTableRefs(spark, spec.table), history, pin, decision.published)
         try:  # fast_forward checks the ancestry against its own base, and moves to the tag: the pin
             procedure_call(
                 spark, spec.table, "fast_forward", {"branch": f"'{spec.target_branch}'", "to": f"'{pin}'"}
             )
         except Exception as error:
-            raise _failed(spec, decision, error) from None
+            raise publish_failure(spec, decision, error) from None
         finally:
             drop_marker(spark, spec.table, pin)
     if not decision.drop:
@@ -300,7 +308,7 @@ def _publish_with_sql(
     return decision, True
 
 
-def _failed(spec: PublishSpec, decision: Decision, error: BaseException) -> PublishError:
+def publish_failure(spec: PublishSpec, decision: Decision, error: BaseException) -> PublishError:
     """The publish's commit failed: most likely a concurrent commit to the table; say so plainly."""
     reason = iceberg_error_reason(error)
     if commit_outcome_unknown(error):

@@ -25,8 +25,9 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.snapshot_history import TableHistory
 from airflow_iceberg.jobs.spec.identifiers import quote_identifier
+from airflow_iceberg.jobs.table_refs import Retention, TableRefs
 from airflow_iceberg.jobs.table_state import TableStateError, iceberg_error_reason
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def marker_made_by(history: TableHistory, commit_id: str | None) -> int | None:
     return history.timestamps[ref.snapshot_id] + ref.max_ref_age_ms - MARKER_LIFETIME_MS
 
 
-def record_snapshot(spark: SparkSession, history: TableHistory, commit_id: str, snapshot_id: int) -> int:
+def record_snapshot(refs: TableRefs, history: TableHistory, commit_id: str, snapshot_id: int) -> int:
     """Record ``snapshot_id`` for this task's retries; return what is recorded (a racing try's, if it won).
 
     The marker is made once: a second ``CREATE TAG`` of the same name fails, and then the marker
@@ -70,9 +71,9 @@ def record_snapshot(spark: SparkSession, history: TableHistory, commit_id: str, 
     """
     name = marker_name(commit_id)
     try:
-        create_marker(spark, history, name, snapshot_id)
+        create_marker(refs, history, name, snapshot_id)
     except Exception as error:
-        recorded = recorded_snapshot(load_history(spark, history.table), commit_id)
+        recorded = recorded_snapshot(refs.history(), commit_id)
         if recorded is None:  # e.g. a concurrent commit to the table failed the tag's commit
             raise TableStateError(
                 f"could not record snapshot {snapshot_id} of table {history.table} in marker tag {name} "
@@ -87,14 +88,15 @@ def record_snapshot(spark: SparkSession, history: TableHistory, commit_id: str, 
     return snapshot_id
 
 
-def create_marker(spark: SparkSession, history: TableHistory, name: str, snapshot_id: int) -> None:
+def create_marker(refs: TableRefs, history: TableHistory, name: str, snapshot_id: int) -> None:
     """``CREATE TAG name AS OF VERSION snapshot_id``, kept :data:`MARKER_LIFETIME_MS`; fails if it exists."""
+    refs.create_tag(name, snapshot_id, replace=False, retain=marker_retention(history, snapshot_id))
+
+
+def marker_retention(history: TableHistory, snapshot_id: int) -> Retention:
+    """The marker's ``RETAIN``: its snapshot's age now plus :data:`MARKER_LIFETIME_MS`, in whole minutes."""
     age_ms = max(0, int(time.time() * 1000) - history.timestamps.get(snapshot_id, 0))
-    minutes = math.ceil((age_ms + MARKER_LIFETIME_MS) / 60_000)
-    spark.sql(
-        f"ALTER TABLE {quote_identifier(history.table)} CREATE TAG {name} "
-        f"AS OF VERSION {int(snapshot_id)} RETAIN {minutes} MINUTES"
-    )
+    return Retention(math.ceil((age_ms + MARKER_LIFETIME_MS) / 60_000), "MINUTES")
 
 
 def drop_marker(spark: SparkSession, table: str, name: str) -> None:

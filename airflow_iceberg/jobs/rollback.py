@@ -17,9 +17,10 @@ decides from ``main``'s snapshot log, the record of what ``main`` pointed at and
 Ancestry alone cannot tell the first case from the second: both have R in ``main``'s history.
 A timestamp is resolved among the ancestors of the recorded snapshot, so every try rolls back to
 the same snapshot. The move is Iceberg's ``rollback_to_snapshot`` procedure, the same SQL in
-both execution modes; the target is checked first (a snapshot of ``main``'s history), so a
-refusal names the table and the snapshots and says what to do, instead of passing on Iceberg's
-raw text.
+both execution modes (in the worker, the same ref change through pyiceberg:
+:func:`rollback_with` takes either); the target is checked first (a snapshot of ``main``'s
+history), so a refusal names the table and the snapshots and says what to do, instead of passing
+on Iceberg's raw text.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg.jobs.branches import procedure_call
+from airflow_iceberg.jobs.branches import SparkTableRefs
 from airflow_iceberg.jobs.retry_markers import marker_made_by, record_snapshot, recorded_snapshot
-from airflow_iceberg.jobs.snapshot_history import TableHistory, load_history
+from airflow_iceberg.jobs.snapshot_history import TableHistory
 from airflow_iceberg.jobs.spec.branches import RollbackSpec
+from airflow_iceberg.jobs.table_refs import TableRefs
 from airflow_iceberg.jobs.table_state import (
     SnapshotNotFoundError,
     TableStateError,
@@ -55,23 +57,31 @@ def rollback(
 ) -> dict[str, Any]:
     """Make ``spec``'s snapshot of ``main``'s history current again, once per task instance.
 
+    With ``reuse_commit`` (a commit id that a retry keeps), the first try records where ``main``
+    was; without it every try resolves afresh. See :func:`rollback_with`.
+    """
+    require_table(spark, spec.table)
+    return rollback_with(SparkTableRefs(spark, spec.table), spec, commit_id if reuse_commit else None)
+
+
+def rollback_with(refs: TableRefs, spec: RollbackSpec, marker_id: str | None) -> dict[str, Any]:
+    """Roll ``main`` back through ``refs`` (the Spark job's or the worker's), once per task instance.
+
     Returns ``previous_snapshot_id`` (rolled back from), ``current_snapshot_id`` (rolled back
     to), ``snapshot_id`` (``main`` now) and ``already_rolled_back`` (an earlier try did it).
-    With ``reuse_commit`` (a commit id that a retry keeps), the first try records where ``main``
-    was; without it every try resolves afresh.
+    ``marker_id`` (the task's commit id, kept by its retries) names the marker where the first try
+    records where ``main`` was; without one every try resolves afresh.
     """
     table = spec.table
-    require_table(spark, table)
-    history = load_history(spark, table)
+    history = refs.history()
     main = history.branch("main")
     if main is None:
         raise SnapshotNotFoundError(f"table {table} has no snapshot on main to roll back; nothing changed")
-    marker_id = commit_id if reuse_commit else None
     recorded = recorded_snapshot(history, marker_id)
     rolled_from = recorded if recorded is not None else main
     target = rollback_target(history, spec, rolled_from)
-    if recorded is None and marker_id and record_snapshot(spark, history, marker_id, main) != main:
-        return rollback(spark, spec, commit_id, reuse_commit)  # a racing try recorded first: follow it
+    if recorded is None and marker_id and record_snapshot(refs, history, marker_id, main) != main:
+        return rollback_with(refs, spec, marker_id)  # a racing try recorded first: follow it
     result = {
         "table": table,
         "procedure": "rollback_to_snapshot",
@@ -93,7 +103,7 @@ def rollback(
         if not history.is_ancestor(recorded, of=main):
             raise _lost_track(history, recorded, target, main)
     try:
-        procedure_call(spark, table, "rollback_to_snapshot", {"snapshot_id": str(int(target))})
+        refs.rollback_main(target)
     except Exception as error:
         if commit_outcome_unknown(error):
             raise RollbackError(
@@ -102,7 +112,7 @@ def rollback(
                 "Retrying the task is safe: the retry reads main's snapshot log and rolls back only if "
                 "this one did not"
             ) from None
-        now = load_history(spark, table).branch("main")
+        now = refs.history().branch("main")
         if now != target:  # e.g. a concurrent change to main; else the commit did land
             raise RollbackError(
                 f"could not roll back table {table} from snapshot {rolled_from} to {target}: main changed "

@@ -16,13 +16,15 @@ publish to find a snapshot that ``main`` rolled back out of its history
 Where they come from: with a driver JVM (spark-submit), the table metadata Iceberg already holds
 (``TableMetadataParser.toJson``: one py4j call, no Spark job), optionally the base of an open
 Iceberg transaction, so the checks and the commit see the very same metadata. Over Spark Connect,
-the ``refs``, ``snapshots`` and ``history`` metadata tables (three small queries).
+the ``refs``, ``snapshots`` and ``history`` metadata tables (three small queries). In the worker,
+without Spark, the table metadata pyiceberg loaded (:func:`history_from_metadata`, the same
+reading as the driver's).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +126,15 @@ def _optional_int(value: Any) -> int | None:
 def history_of_java_table(spark: SparkSession, table: str, java_table: Any) -> TableHistory:
     """The history of an Iceberg Java ``Table``, e.g. an open transaction's ``table()`` (its base)."""
     parser = spark.sparkContext._jvm.org.apache.iceberg.TableMetadataParser
-    metadata = json.loads(parser.toJson(java_table.operations().current()))
+    return history_from_metadata(table, json.loads(parser.toJson(java_table.operations().current())))
+
+
+def history_from_metadata(table: str, metadata: Mapping[str, Any]) -> TableHistory:
+    """The history in a table metadata file's JSON (the spec's ``refs``, ``snapshots``, ``snapshot-log``).
+
+    One reading for both sides: the driver's ``TableMetadataParser.toJson``, and in the worker
+    pyiceberg's metadata, serialised as pyiceberg writes its metadata files.
+    """
     refs = {
         str(name): Ref(
             kind=str(ref["type"]).upper(),

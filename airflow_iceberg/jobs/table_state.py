@@ -7,6 +7,10 @@ loaded in the driver, through Iceberg's Java API: a metadata-table query would b
 process (Spark Connect) asks Iceberg's metadata tables (``<table>.refs``, ``.snapshots``)
 instead. Both work the same on every catalog. The errors are the "table in the wrong state"
 family: the job reports them as one clear line and exits 1, having written nothing.
+
+pyspark is imported only inside the functions that build column expressions: the worker runs
+publish, tag and rollback through pyiceberg with this module's errors and the same decisions
+(:mod:`airflow_iceberg.operators.metadata_steps`), and must not pay for importing pyspark.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
-
-from pyspark.sql import functions as F
 
 from airflow_iceberg.jobs import connect
 from airflow_iceberg.jobs.record_counts import may_count_dead_rows, summary_counts, unknown_count_reason
@@ -58,7 +60,8 @@ def iceberg_error_reason(error: BaseException) -> str:
     return (text.strip().splitlines() or [""])[0]
 
 
-#: Java exceptions after which a commit may or may not have landed (Iceberg's own word for it).
+#: Exceptions after which a commit may or may not have landed (Iceberg's own word for it, in Java
+#: and in pyiceberg).
 _OUTCOME_UNKNOWN_JAVA = ("CommitStateUnknownException",)
 #: pyspark-client errors of the transport, not of the server: the stream broke, the request may have run.
 _OUTCOME_UNKNOWN_CONNECT = ("RetriesExceeded", "SparkConnectGrpcException")
@@ -71,8 +74,11 @@ def commit_outcome_unknown(error: BaseException) -> bool:
     (a timeout, a 5xx): the new metadata may or may not be current. Over Spark Connect, an error
     of the gRPC stream itself (``RetriesExceeded``, or a bare ``SparkConnectGrpcException`` that
     carries no server-side error class) means the client lost the server, which may have run the
-    statement to its end. After either, "nothing was changed" would be a guess.
+    statement to its end. After either, "nothing was changed" would be a guess. pyiceberg raises
+    its own ``CommitStateUnknownException`` (a REST catalog's 5xx on a commit) for the same case.
     """
+    if type(error).__name__ in _OUTCOME_UNKNOWN_JAVA:
+        return True
     java = getattr(error, "java_exception", None)
     while java is not None:
         if str(java.getClass().getSimpleName()) in _OUTCOME_UNKNOWN_JAVA:
@@ -142,6 +148,8 @@ def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> in
     """The snapshot id of the ref ``name`` of type ``kind`` (``BRANCH`` or ``TAG``), or None."""
     loaded = driver_table(spark, table)
     if loaded is None:
+        from pyspark.sql import functions as F  # imported here: see the module docstring
+
         rows = (
             spark.table(metadata_table(table, "refs"))
             .where((F.col("name") == name) & (F.col("type") == kind))
@@ -158,6 +166,8 @@ def ref_snapshot_id(spark: SparkSession, table: str, name: str, kind: str) -> in
 def snapshot_exists(spark: SparkSession, table: str, snapshot_id: int) -> bool:
     loaded = driver_table(spark, table)
     if loaded is None:
+        from pyspark.sql import functions as F
+
         snapshots = spark.table(metadata_table(table, "snapshots"))
         return bool(snapshots.where(F.col("snapshot_id") == snapshot_id).limit(1).count())
     return loaded.snapshot(int(snapshot_id)) is not None
@@ -171,6 +181,8 @@ def snapshot_summary(spark: SparkSession, table: str, snapshot_id: int) -> dict[
         if snapshot is None:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not in table {table}")
         return with_checked_counts(spark, table, describe_java_snapshot(spark, snapshot))
+    from pyspark.sql import functions as F
+
     rows = (
         spark.table(metadata_table(table, "snapshots")).where(F.col("snapshot_id") == snapshot_id).collect()
     )
@@ -317,6 +329,8 @@ def _find_tagged(
     spark: SparkSession, loaded: Any, table: str, commit_id: str, heads: Sequence[tuple[str, Any]]
 ) -> tuple[str, dict[str, Any]] | None:
     """A long history: one Spark job names the snapshots tagged ``commit_id``, Iceberg checks ancestry."""
+    from pyspark.sql import functions as F
+
     tagged = (
         spark.table(metadata_table(table, "snapshots"))
         .where(F.col("summary")[COMMIT_ID_PROPERTY] == commit_id)

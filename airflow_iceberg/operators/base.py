@@ -203,6 +203,39 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
             spec = self._for_the_cluster(spec)
         if on_cluster and (refused := self._untracked_driver_refusal(context)):
             raise InvalidSpecError(f"{spec.table}: {refused}")
+        result = self.run_in_worker(context, spec, configs, over_connect)
+        if result is None:
+            result = self._run_spark_job(context, spec, settings, configs, over_connect, on_cluster)
+        if result is None:
+            raise IcebergJobError(
+                f"{spec.table}: the job exited without reporting a result. The result file is written "
+                "by the driver in local and client deploy modes; it may have been killed"
+            )
+        self.finish_lineage(context, lineage, spec, result)  # asset events, OpenLineage; never raises
+        self.log_result(result)
+        return result
+
+    def run_in_worker(
+        self, context: Context, spec: ActionSpec, configs: Mapping[str, CatalogConfig], over_connect: bool
+    ) -> dict[str, Any] | None:
+        """The step's result when it ran in this worker without Spark; None runs it as the Spark job.
+
+        Every operation runs as the Spark job unless its operator says otherwise: publish, tag and
+        rollback run through pyiceberg where that is exactly as safe (:mod:`.metadata_steps`).
+        ``execute`` calls it after all of its checks, so the path never changes what is refused.
+        """
+        return None
+
+    def _run_spark_job(
+        self,
+        context: Context,
+        spec: ActionSpec,
+        settings: SparkSettings,
+        configs: Mapping[str, CatalogConfig],
+        over_connect: bool,
+        on_cluster: bool,
+    ) -> dict[str, Any] | None:
+        """Run the packaged job (spark-submit, or in a Spark Connect session); its result, if it wrote one."""
         with tempfile.TemporaryDirectory(prefix="airflow-iceberg-") as workdir, ExitStack() as held:
             result_file = os.path.join(workdir, "result.json")
             request = JobRequest(
@@ -229,13 +262,6 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
                 result = result_from_catalog(configs, spec, str(request.commit_id))
             else:
                 result = _read_result(result_file)
-        if result is None:
-            raise IcebergJobError(
-                f"{spec.table}: the job exited without reporting a result. The result file is written "
-                "by the driver in local and client deploy modes; it may have been killed"
-            )
-        self.finish_lineage(context, lineage, spec, result)  # asset events, OpenLineage; never raises
-        self.log_result(result)
         return result
 
     def _refuse_what_cannot_run(
@@ -333,7 +359,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         server_credential_catalogs: Sequence[str] = (),
     ) -> None:
         """Run the job in a Spark Connect session from this process (no spark-submit)."""
-        from airflow_iceberg.jobs.iceberg_job import describe_error
+        from airflow_iceberg.jobs.error_text import describe_error
 
         job = ConnectJob(self._conn_id, self.log, server_credential_catalogs)
         self._connect_job = job

@@ -14,10 +14,11 @@ from typing import Any
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.spec.branches import PublishSpec, TagSpec
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.metadata_steps import IcebergRefStepOperator
 from airflow_iceberg.timestamps import to_snapshot_id
 
 
-class IcebergPublishOperator(IcebergSparkSubmitOperator):
+class IcebergPublishOperator(IcebergRefStepOperator):
     """Fast-forward ``main`` (or ``target_branch``) to the audited snapshot of a branch: one atomic commit.
 
     Pin what was audited with ``expected_snapshot_id`` (the audit's snapshot, e.g. an upstream
@@ -44,6 +45,9 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
     :param create_target_branch: Create ``target_branch`` at the published snapshot when it
         does not exist. Default False: a missing target is refused (a typo would otherwise take
         the audited rows, and ``main`` would never get them).
+    :param engine: ``"auto"`` (default) publishes from the worker through pyiceberg where the
+        catalog allows it exactly (REST, Hive, Glue, JDBC), else as the Spark job; ``"spark"``
+        always the Spark job; ``"pyiceberg"`` never the Spark job (see :mod:`.metadata_steps`).
     """
 
     writes_table = True
@@ -130,7 +134,7 @@ class IcebergPublishOperator(IcebergSparkSubmitOperator):
         )
 
 
-class IcebergTagOperator(IcebergSparkSubmitOperator):
+class IcebergTagOperator(IcebergRefStepOperator):
     """Create or replace a tag on a snapshot, e.g. an end-of-day tag that expiry keeps.
 
     A retry never moves the tag to another snapshot. With ``snapshot_id`` every try tags that
@@ -148,6 +152,8 @@ class IcebergTagOperator(IcebergSparkSubmitOperator):
         ``"{{ ti.xcom_pull(task_ids='publish')['snapshot_id'] }}"``. (templated)
     :param retain_days: Keep the tag (and its snapshot) this many days; default forever.
     :param replace: Move an existing tag of that name (default True); False fails if it exists.
+    :param engine: ``"auto"`` (default), ``"spark"`` or ``"pyiceberg"``: where the tag is made,
+        as for :class:`IcebergPublishOperator`.
     """
 
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "tag", "snapshot_id")

@@ -36,6 +36,7 @@ from airflow_iceberg.jobs.spec.upkeep import (
 )
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.connect import is_spark_connect
+from airflow_iceberg.operators.metadata_steps import IcebergRefStepOperator
 from airflow_iceberg.operators.rendered import as_branch, as_dict, as_int, as_list
 from airflow_iceberg.timestamps import to_epoch_millis, to_snapshot_id
 
@@ -301,7 +302,7 @@ class IcebergRewritePositionDeleteFilesOperator(_RewriteOperator):
         )
 
 
-class IcebergRollbackOperator(_UpkeepOperator):
+class IcebergRollbackOperator(IcebergRefStepOperator, _UpkeepOperator):
     """Make an earlier snapshot of ``main``'s history current again (``rollback_to_snapshot``).
 
     Give exactly one of ``snapshot_id`` and ``timestamp``. A timestamp rolls back to the last
@@ -319,6 +320,8 @@ class IcebergRollbackOperator(_UpkeepOperator):
     :param snapshot_id: The snapshot, e.g. from an upstream XCom:
         ``"{{ ti.xcom_pull(task_ids='append')['snapshot_id'] }}"``. (templated)
     :param timestamp: Epoch ms, ISO-8601 or a datetime. (templated)
+    :param engine: ``"auto"`` (default), ``"spark"`` or ``"pyiceberg"``: where the rollback is
+        made, as for :class:`~airflow_iceberg.operators.branches.IcebergPublishOperator`.
     """
 
     template_fields: Sequence[str] = (*IcebergSparkSubmitOperator.template_fields, "snapshot_id", "timestamp")

@@ -287,6 +287,7 @@ def test_a_retried_tag_never_moves_the_tag_to_a_later_snapshot(spark, lake, tabl
 def test_a_marker_on_an_old_snapshot_still_lives_a_week_from_when_it_was_made():
     """Iceberg ages a tag from its snapshot's commit time: the marker's RETAIN adds that age."""
     from airflow_iceberg.jobs import retry_markers
+    from airflow_iceberg.jobs.branches import SparkTableRefs
     from airflow_iceberg.jobs.snapshot_history import TableHistory
 
     class RecordingSession:
@@ -298,7 +299,7 @@ def test_a_marker_on_an_old_snapshot_still_lives_a_week_from_when_it_was_made():
     month_ago = int(time.time() * 1000) - 30 * 24 * 3600 * 1000
     history = TableHistory("lake.db.t", parents={7: None}, timestamps={7: month_ago})
     session = RecordingSession()
-    assert retry_markers.record_snapshot(session, history, COMMIT_ID, 7) == 7
+    assert retry_markers.record_snapshot(SparkTableRefs(session, "lake.db.t"), history, COMMIT_ID, 7) == 7
     (statement,) = session.statements
     name = retry_markers.marker_name(COMMIT_ID)
     minutes = int(statement.rsplit("RETAIN ", 1)[1].split()[0])
@@ -848,18 +849,18 @@ def test_two_tag_tries_racing_to_record_both_tag_the_snapshot_the_winner_recorde
     spark, lake, table, monkeypatch
 ):
     """Regression: of two tries recording at once, the loser follows the winner's marker."""
-    from airflow_iceberg.jobs import branches, retry_markers
+    from airflow_iceberg.jobs import retry_markers
 
     write_table(spark, write_spec(table, "create", ROWS))
     first = lake.current_snapshot_id(table)
     create_marker = retry_markers.create_marker
     raced: list[int] = []
 
-    def a_zombie_try_records_first(spark_, history, name, snapshot_id):
+    def a_zombie_try_records_first(refs, history, name, snapshot_id):
         if not raced:  # the other try saw main one commit later, and recorded first
             raced.append(write_table(spark, write_spec(table, "append", ROWS))["snapshot_id"])
-            create_marker(spark_, branches.load_history(spark_, table), name, raced[0])
-        create_marker(spark_, history, name, snapshot_id)
+            create_marker(refs, refs.history(), name, raced[0])
+        create_marker(refs, history, name, snapshot_id)
 
     monkeypatch.setattr(retry_markers, "create_marker", a_zombie_try_records_first)
     tagged = run_ref_action(spark, TagSpec(table, tag="eod"), commit_id="eod:tag")

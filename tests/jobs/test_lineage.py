@@ -70,6 +70,25 @@ def test_nested_types_and_the_write_format_are_described_as_openlineage_spark_do
     assert from_driver["format"] == "orc" == lake.load(table).properties["write.format.default"]
 
 
+def test_the_worker_describes_a_table_through_pyiceberg_exactly_as_the_driver_does(spark, lake, new_table):
+    """Publish, tag and rollback may run in the worker (pyiceberg): their OpenLineage datasets must match."""
+    from airflow_iceberg.catalog.pyiceberg_lineage import describe_table as describe_with_pyiceberg
+
+    table = new_table("typed")
+    spark.sql(
+        f"CREATE TABLE {table} (id BIGINT NOT NULL COMMENT 'the key', qty INT, ok BOOLEAN, ratio FLOAT, "
+        "score DOUBLE, amount DECIMAL(38,9), day DATE, at TIMESTAMP, local_at TIMESTAMP_NTZ, raw BINARY, "
+        "address STRUCT<city: STRING COMMENT 'where', tags: ARRAY<STRING>>, counts MAP<STRING, INT>) "
+        "USING iceberg TBLPROPERTIES ('write.format.default'='avro')"
+    )
+    spark.sql(
+        f"INSERT INTO {table} VALUES (1, 2, true, 1.5, 2.5, 3.25, DATE'2024-01-02', "
+        "TIMESTAMP'2024-01-02 03:04:05', TIMESTAMP_NTZ'2024-01-02 03:04:05', X'00', "
+        "named_struct('city', 'Lyon', 'tags', array('a')), map('a', 1))"
+    )
+    assert describe_with_pyiceberg(lake.load(table).metadata) == describe_table(spark, table)
+
+
 def test_a_table_that_does_not_exist_is_left_out(spark, new_table):
     assert describe_tables(spark, [new_table("missing")]) == {}
 

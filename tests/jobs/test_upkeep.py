@@ -369,7 +369,7 @@ def test_a_rollback_retry_after_the_table_was_replaced_is_refused_and_changes_no
     spark, lake, table, publish_path, monkeypatch
 ):
     """The first try recorded main and was killed; the table was replaced; nothing was rolled back."""
-    from airflow_iceberg.jobs import rollback as rollback_module
+    from airflow_iceberg.jobs import branches
     from tests.jobs.test_branches import run_ref_action
 
     write_table(spark, write_spec(table, "create", values_query([(1, "a"), (2, "b")], "id, name")))
@@ -380,10 +380,10 @@ def test_a_rollback_retry_after_the_table_was_replaced_is_refused_and_changes_no
     def killed_before_rolling_back(*args, **kwargs):
         raise Killed
 
-    monkeypatch.setattr(rollback_module, "procedure_call", killed_before_rolling_back)
+    monkeypatch.setattr(branches, "procedure_call", killed_before_rolling_back)
     with pytest.raises(Killed):
         run_ref_action(spark, spec, commit_id=ROLLBACK_TASK)  # the marker is made, then the kill
-    monkeypatch.setattr(rollback_module, "procedure_call", procedure_call)
+    monkeypatch.setattr(branches, "procedure_call", procedure_call)
     replaced = write_table(
         spark, write_spec(table, "create_or_replace", values_query([(9, "new")], "id, name"))
     )["snapshot_id"]
@@ -402,7 +402,7 @@ def test_a_rollback_whose_outcome_is_unknown_says_so_and_its_retry_finishes_it(
     spark, lake, table, monkeypatch
 ):
     """The catalog did not answer the rollback's commit (it landed): never "nothing was changed"."""
-    from airflow_iceberg.jobs import rollback as rollback_module
+    from airflow_iceberg.jobs import branches
 
     _small_files(spark, table, batches=1)
     first, second = [s.snapshot_id for s in lake.snapshots(table)]
@@ -412,7 +412,7 @@ def test_a_rollback_whose_outcome_is_unknown_says_so_and_its_retry_finishes_it(
         procedure_call(spark_, *args)
         raise unknown_outcome()
 
-    monkeypatch.setattr(rollback_module, "procedure_call", commits_then_the_answer_is_lost)
+    monkeypatch.setattr(branches, "procedure_call", commits_then_the_answer_is_lost)
     with pytest.raises(
         TableStateError, match=r"the outcome is unknown .* Retrying the task is safe"
     ) as raised:

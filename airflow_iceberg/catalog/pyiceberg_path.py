@@ -1,0 +1,154 @@
+"""Whether pyiceberg commits a ref step (publish, tag, rollback) exactly as Iceberg's Java catalog would.
+
+The steps run in the worker through pyiceberg only where its commit is the same commit, equally
+atomic against every other writer of the table (Spark jobs included); everywhere else they run
+as the Spark job. Per catalog type:
+
+- ``rest``: the server applies the commit and checks its requirements; pyiceberg sends the same
+  updates and requirements Iceberg's Java REST client sends.
+- ``jdbc`` (SQLite, PostgreSQL): pyiceberg's SqlCatalog swaps the table's ``metadata_location``
+  with the same compare-and-set as Iceberg's JdbcCatalog, in the same rows.
+- ``hive``: pyiceberg's HiveCatalog commits under the metastore's exclusive table lock, which
+  Iceberg's HiveCatalog takes by default. A table or catalog that turns that lock off
+  (``engine.hive.lock-enabled``, ``iceberg.engine.hive.lock-enabled``) commits by the metastore's
+  own check of the metadata location, which pyiceberg does not ask for: Spark.
+- ``glue``: both check the Glue table's version id. A lock manager (``lock-impl``), which
+  pyiceberg does not take: Spark.
+- ``hadoop``: pyiceberg has no Hadoop catalog (its commit is an atomic rename of the next
+  version file, which only Hadoop's file systems make): Spark. So do ``nessie`` and custom
+  ``catalog_impl`` catalogs, which pyiceberg has no client for.
+
+Where the client writes the new metadata file (``jdbc``, ``hive``, ``glue``), pyiceberg's writer
+must keep the table's metadata exactly, so the table itself is checked too
+(:func:`table_refusal`): every field of its metadata file must survive pyiceberg's model of it
+(a field of a newer spec would be dropped), it must not ask for gzip'd metadata files
+(``write.metadata.compression-codec``: pyiceberg writes plain JSON), and its files must be on a
+file system pyiceberg writes with the connection's own settings.
+
+Every function returns why not (a sentence for the task log), or None.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg.catalog.config import CatalogConfig
+from airflow_iceberg.catalog.pyiceberg_tables import pyiceberg_properties
+from airflow_iceberg.exceptions import InvalidCatalogConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+#: The catalog types whose commits pyiceberg makes exactly as Iceberg's Java catalogs do.
+COMMIT_KINDS = ("rest", "jdbc", "hive", "glue")
+#: File systems pyiceberg's FileIO writes (PyArrowFileIO, FsspecFileIO) with the catalog's ``s3.*``,
+#: ``gcs.*`` and ``adls.*`` properties, as Iceberg's own FileIOs do.
+WRITABLE_SCHEMES = ("file", "s3", "s3a", "s3n", "gs", "abfs", "abfss")
+_WHY_KIND = {
+    "hadoop": "pyiceberg has no Hadoop catalog: a Hadoop table's commit is an atomic rename of its next "
+    "version file, which only Hadoop's file systems make",
+    "nessie": "pyiceberg has no Nessie catalog",
+    "custom": "pyiceberg has no client for a custom catalog_impl",
+}
+
+
+def catalog_refusal(config: CatalogConfig, conf: Mapping[str, Any] | None, over_connect: bool) -> str | None:
+    """Why a step on this connection's catalog keeps the Spark path, or None (pyiceberg commits it exactly).
+
+    :param conf: The operator's Spark ``conf``, which can set catalog properties only Spark reads.
+    :param over_connect: The task's Spark connection is a Spark Connect server.
+    """
+    kind = config.kind
+    if kind not in COMMIT_KINDS:
+        return _WHY_KIND.get(kind, f"pyiceberg does not commit to a {kind} catalog")
+    if over_connect and config.connect_server_credentials:
+        return (
+            "the catalog's credentials are the Spark Connect server's (connect_server_credentials): the "
+            "worker has none to reach the catalog with"
+        )
+    prefix = f"spark.sql.catalog.{config.catalog_name}"
+    own = sorted(key for key in conf or {} if key == prefix or key.startswith(f"{prefix}."))
+    if own:
+        return f"the task's conf sets catalog properties only Spark reads ({', '.join(own)})"
+    try:
+        properties = pyiceberg_properties(config)
+    except InvalidCatalogConfigError as error:
+        return str(error)
+    if kind == "rest":
+        return None  # the server writes the metadata: the client's file systems play no part
+    hadoop = sorted(config.hadoop_properties) + sorted(k for k in conf or {} if k.startswith("spark.hadoop."))
+    if hadoop:
+        named = ", ".join(hadoop)
+        return f"its Hadoop settings ({named}) configure Hadoop's clients, which pyiceberg does not use"
+    if kind == "glue" and properties.get("lock-impl"):
+        return f"the catalog takes a lock ({properties['lock-impl']}) that pyiceberg's Glue catalog does not"
+    return None
+
+
+def table_refusal(config: CatalogConfig, loaded: Table) -> str | None:
+    """Why this table keeps the Spark path although its catalog does not, or None."""
+    if config.kind == "rest":
+        return None
+    metadata = loaded.metadata
+    properties = metadata.properties
+    if config.kind == "hive" and str(properties.get("engine.hive.lock-enabled", "true")).lower() == "false":
+        return (
+            "the table commits without the metastore's lock (engine.hive.lock-enabled=false), which "
+            "pyiceberg's Hive catalog takes instead of the metastore's check Iceberg then relies on"
+        )
+    scheme = urllib.parse.urlsplit(metadata.location).scheme or "file"
+    if scheme not in WRITABLE_SCHEMES:
+        return f"its files are on {scheme}://, which pyiceberg does not write"
+    codec = str(properties.get("write.metadata.compression-codec", "none")).lower()
+    if codec not in ("none", ""):
+        return (
+            f"its metadata files are written with {codec} (write.metadata.compression-codec), pyiceberg's "
+            "as plain JSON"
+        )
+    dropped = dropped_fields(_metadata_json(loaded), json.loads(metadata.model_dump_json()))
+    if dropped:
+        return (
+            "its metadata holds fields pyiceberg would drop when it writes the next metadata file "
+            f"({', '.join(dropped[:5])})"
+        )
+    return None
+
+
+def dropped_fields(written: Any, kept: Any, path: str = "") -> list[str]:
+    """The fields of ``written`` (a metadata file's JSON) that ``kept`` (pyiceberg's model of it) lacks.
+
+    A field whose value is null counts as absent. Lists are compared item by item, in order.
+    """
+    if isinstance(written, dict):
+        if not isinstance(kept, dict):
+            return [path or "/"]
+        lost = []
+        for key, value in written.items():
+            if value is None:
+                continue
+            if key not in kept:
+                lost.append(f"{path}/{key}")
+            else:
+                lost += dropped_fields(value, kept[key], f"{path}/{key}")
+        return lost
+    if isinstance(written, list):
+        if not isinstance(kept, list) or len(kept) != len(written):
+            return [path or "/"]
+        pairs = enumerate(zip(written, kept, strict=True))
+        return [lost for i, (item, model) in pairs for lost in dropped_fields(item, model, f"{path}[{i}]")]
+    return []
+
+
+def _metadata_json(loaded: Table) -> dict[str, Any]:
+    """The table's current metadata file as written (gzip'd or not), parsed."""
+    from pyiceberg.serializers import Compressor
+
+    location = loaded.metadata_location
+    with (
+        loaded.io.new_input(location).open() as stream,
+        Compressor.get_compressor(location).stream_decompressor(stream) as plain,
+    ):
+        return json.loads(plain.read())
