@@ -1,4 +1,4 @@
-"""Comparison #7: publish and tag through pyiceberg in the worker vs the same step as a Spark job.
+"""Comparison #9: publish and tag through pyiceberg in the worker vs the same step as a Spark job.
 
 Both sides are the same operator on the same JDBC catalog (a SQLite file, which pyiceberg and
 Iceberg's JdbcCatalog both commit to): ``engine="pyiceberg"`` against ``engine="spark"``
@@ -71,7 +71,7 @@ class Lake:
 
 
 def run(ws: BenchWorkspace, repetitions: int) -> Section:
-    print("==> #7 publish and tag: pyiceberg in the worker vs a Spark job", file=sys.stderr)
+    print("==> #9 publish and tag: pyiceberg in the worker vs a Spark job", file=sys.stderr)
     lake = Lake(ws.root)
     lake.create()
     env = {**ws.env(), "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": json.dumps(lake.connection)}
@@ -99,7 +99,7 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
 
 def summarize(samples: dict[str, list[float]]) -> Section:
     section = Section(
-        7,
+        9,
         "Publish and tag: pyiceberg in the worker vs a Spark job (spark-submit)",
         "pyiceberg in the worker",
         "Spark job (spark-submit)",
