@@ -90,10 +90,20 @@ def catalog_refusal(config: CatalogConfig, conf: Mapping[str, Any] | None, over_
 
 def table_refusal(config: CatalogConfig, loaded: Table) -> str | None:
     """Why this table keeps the Spark path although its catalog does not, or None."""
-    if config.kind == "rest":
-        return None
     metadata = loaded.metadata
     properties = metadata.properties
+    if metadata.format_version >= 3:  # on every catalog: the step's own reads serialise the metadata
+        return (
+            f"it is a format-version {metadata.format_version} table, whose metadata pyiceberg "
+            "does not write yet"
+        )
+    if config.kind == "rest":
+        return None
+    if config.kind == "hive" and str(properties.get("engine.hive.enabled", "false")).lower() == "true":
+        return (
+            "Hive reads it (engine.hive.enabled=true) through the storage descriptor Iceberg's Java "
+            "client keeps, which pyiceberg's Hive catalog rewrites on every commit"
+        )
     if config.kind == "hive" and str(properties.get("engine.hive.lock-enabled", "true")).lower() == "false":
         return (
             "the table commits without the metastore's lock (engine.hive.lock-enabled=false), which "
