@@ -200,3 +200,28 @@ def standalone_cluster(
             ports.extend((worker.port, worker.webui_port))
         _wait_for_workers(cluster)
         yield cluster
+
+
+#: Executor settings for a cluster of two one-core workers. Jobs wait until both executors registered
+#: (2 cores), so every application's tasks are spread over both workers instead of racing to the first.
+CLUSTER_SPARK_DEFAULTS = {
+    "spark.executor.memory": "512m",
+    "spark.cores.max": "2",
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+}
+
+
+def spark_conf_dir(target: Path) -> Path:
+    """A private SPARK_CONF_DIR: the checkout's loopback defaults plus the cluster's executor sizing."""
+    target.mkdir(parents=True, exist_ok=True)
+    base = Path(os.environ["SPARK_CONF_DIR"]) / "spark-defaults.conf"
+    lines = [base.read_text()] if base.exists() else []
+    lines += [f"{key} {value}\n" for key, value in CLUSTER_SPARK_DEFAULTS.items()]
+    (target / "spark-defaults.conf").write_text("".join(lines))
+    return target
+
+
+def standalone_connection(cluster: StandaloneCluster, deploy_mode: str = "client") -> dict:
+    """The apache-spark provider's ``spark`` connection for the cluster's master."""
+    return {"conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": deploy_mode}}
