@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
@@ -44,6 +45,10 @@ from tests.integration.airflow_services import AirflowDeployment
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE_PLUGIN = REPO / "benchmarks" / "probe_plugin"
+#: The fields of a connection the REST API takes.
+CONNECTION_FIELDS = ("conn_type", "description", "host", "login", "schema", "port", "password", "extra")
+#: Runs get logical dates one day apart from here (a DAG's runs need distinct ones).
+FIRST_LOGICAL_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 #: A guard against a hung run, not a target.
 RUN_TIMEOUT_SECONDS = 1800
 
@@ -69,6 +74,7 @@ class BenchDeployment:
         self.airflow = airflow
         self.probe_dir = probe_dir
         self._upstream: dict[str, dict[str, list[str]]] = {}
+        self._runs = 0
 
     @classmethod
     @contextlib.contextmanager
@@ -116,8 +122,12 @@ class BenchDeployment:
     # ------------------------------------------------------------------ connections and runs
 
     def set_connection(self, conn_id: str, connection: Mapping[str, Any]) -> None:
-        """Create or replace a connection in the metadata database (REST API)."""
-        body = {"connection_id": conn_id, **connection}
+        """Create or replace a connection in the metadata database (REST API).
+
+        Every field is sent, unset ones as null: a PATCH keeps the fields its body leaves out (a
+        Connect server's port would stay on a ``local[2]`` master).
+        """
+        body = {field: None for field in CONNECTION_FIELDS} | {"connection_id": conn_id, **connection}
         if isinstance(body.get("extra"), Mapping):
             body["extra"] = json.dumps(body["extra"])
         try:
@@ -126,6 +136,11 @@ class BenchDeployment:
             if error.code != 404:
                 raise
             self.airflow.rest("POST", "/api/v2/connections", body)
+
+    def next_logical_date(self) -> str:
+        """A logical date no run of this deployment had: one day after the last one handed out."""
+        self._runs += 1
+        return (FIRST_LOGICAL_DATE + timedelta(days=self._runs)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def trigger(
         self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None
@@ -148,12 +163,21 @@ class BenchDeployment:
         return self.airflow.wait_for(finished, f"run {run_id} of {dag_id} to finish", timeout)
 
     def run_dag(
-        self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None
+        self,
+        dag_id: str,
+        run_id: str,
+        logical_date: str,
+        conf: Mapping[str, Any] | None = None,
+        require_success: bool = True,
     ) -> FinishedRun:
-        """Trigger a run, wait for it, and return its records; raise with its report unless it succeeded."""
+        """Trigger a run, wait for it, and return its records.
+
+        Unless it succeeded, raise with its report, or with ``require_success=False`` return the
+        failed run's records too (a comparison that counts what a failure left).
+        """
         self.trigger(dag_id, run_id, logical_date, conf)
         state = self.wait(dag_id, run_id)
-        if state != "success":
+        if state != "success" and require_success:
             raise RuntimeError(f"run {run_id} of {dag_id} ended {state}:\n{self.report(dag_id, run_id)}")
         return self.finished(dag_id, run_id)
 
@@ -202,9 +226,13 @@ class BenchDeployment:
             self._upstream[dag_id] = upstream_lists(answer["tasks"])
         return self._upstream[dag_id]
 
-    def run_logs(self, dag_id: str, run_id: str) -> str:
-        """Every try's log of every task (and map index) of one run."""
+    def run_logs(self, dag_id: str, run_id: str, task_id: str | None = None, map_index: int = -1) -> str:
+        """Every try's log of one run: of every task, or of one task (of one map index, if mapped)."""
         folder = self.airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        if task_id is not None:
+            folder = folder / f"task_id={task_id}"
+            if map_index >= 0:
+                folder = folder / f"map_index={map_index}"
         return "\n".join(path.read_text(errors="replace") for path in sorted(folder.glob("**/*.log")))
 
 

@@ -165,6 +165,7 @@ class TaskBreakdown:
     own_work: float
     spark: float
     finishing: float
+    ti_id: str = ""
     #: Over Spark Connect, the provider's settling of earlier tries (part of ``own_work``).
     settle: float = 0.0
     #: Loading the DAG file in the task process (part of ``process_start``; Airflow logs it).
@@ -236,6 +237,7 @@ def breakdown(
                 own_work=(execute_end - execute_start) - spark,
                 spark=spark,
                 finishing=ended - execute_end,
+                ti_id=task.ti_id,
                 settle=probe.total("settle"),
                 parse=(parse_seconds or {}).get(task.ti_id, 0.0),
             )

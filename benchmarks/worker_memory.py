@@ -83,7 +83,7 @@ class WorkerMemorySampler:
             if ti_id is None:
                 continue
             self._keep(self.peaks, ti_id, process)
-        for name, pid in self.named.items():
+        for name, pid in list(self.named.items()):
             try:
                 self._keep(self.named_peaks, name, psutil.Process(pid))
             except psutil.NoSuchProcess:

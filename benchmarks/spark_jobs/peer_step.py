@@ -71,7 +71,7 @@ def read(spark, table: str, snapshot: str | None, options: argparse.Namespace) -
         current = latest(spark, table)["snapshot_id"]
         parent = spark.sql(f"SELECT parent_id FROM {table}.snapshots WHERE snapshot_id = {current}").first()
         snapshot = str(parent.parent_id)
-    reader = spark.read.option("snapshot-id", snapshot) if snapshot else spark.read
+    reader = spark.read.option("versionAsOf", snapshot) if snapshot else spark.read
     df = reader.table(table)
     preview = [row.asDict() for row in df.limit(options.preview).collect()]
     if options.sink:
