@@ -95,8 +95,12 @@ class MappedAppends:
         appends = [task for task in finished.tasks if task.task_id == "append_batch"]
         [queries] = [task for task in finished.tasks if task.task_id == "batch_queries"]
         ran = [(task.started, task.ended) for task in appends if task.started and task.ended]
-        snapshots = self.reader.load_table(table).snapshots() if appends else []
-        summaries = [snapshot.summary.additional_properties for snapshot in snapshots]
+        if finished.run.state != "success":
+            print(
+                f"    {run_id} {finished.run.state}:\n{self.deployment.report(MAPPED_DAG, run_id)}",
+                file=sys.stderr,
+            )
+        summaries = [snapshot.summary.additional_properties for snapshot in self.snapshots(table)]
         if connect:
             with open(self.server.log_path, encoding="utf-8", errors="replace") as log:
                 log.seek(server_log_start)
@@ -120,6 +124,15 @@ class MappedAppends:
             task_retries=sum(max(0, task.try_number - 1) for task in appends),
             peaks=tuple(self.memory.peaks[task.ti_id] for task in appends if task.ti_id in self.memory.peaks),
         )
+
+    def snapshots(self, table: str) -> list:
+        """The table's snapshots as pyiceberg reads them (none when the run never created it)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.reader.load_table(table).snapshots()
+        except NoSuchTableError:
+            return []
 
 
 def cluster_sample(
@@ -197,7 +210,7 @@ def run(ws: BenchWorkspace, repetitions: int, batches: int, rows: int) -> Sectio
         ) as server:
             memory.named[CONNECT_SERVER] = server.process.pid
             mapped = MappedAppends(deployment, reader, server, batches, memory)
-            mapped.run("connect", "warm-up")  # the server's first sessions, untimed and not counted
+            mapped.run("connect", "warmup")  # the server's first sessions, untimed and not counted
             for repetition in range(1, repetitions + 1):
                 for mode in MODES if repetition % 2 else MODES[::-1]:
                     appends.append(mapped.run(mode, str(repetition)))

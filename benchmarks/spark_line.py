@@ -28,7 +28,7 @@ LINE_VARIABLES = (
 def spark_line_environment(line: str) -> dict[str, str]:
     """What ``SPARK_LINE=<line> source scripts/local_env.sh`` sets, read from a bash that sourced it."""
     completed = subprocess.run(
-        ["bash", "-c", f"SPARK_LINE={line} source scripts/local_env.sh && env -0"],
+        ["bash", "-c", f"export SPARK_LINE={line} && source scripts/local_env.sh && env -0"],
         cwd=REPO,
         capture_output=True,
         text=True,
