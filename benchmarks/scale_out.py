@@ -123,6 +123,9 @@ class MappedAppends:
             ),
             task_retries=sum(max(0, task.try_number - 1) for task in appends),
             peaks=tuple(self.memory.peaks[task.ti_id] for task in appends if task.ti_id in self.memory.peaks),
+            dag_file_loads=tuple(
+                finished.parse_seconds[task.ti_id] for task in appends if task.ti_id in finished.parse_seconds
+            ),
         )
 
     def snapshots(self, table: str) -> list:

@@ -41,6 +41,8 @@ class AppendRun:
     #: Airflow tries beyond the first, over the mapped tasks.
     task_retries: int
     peaks: tuple[PeakMemory, ...] = ()
+    #: Seconds each append's task process spent loading the DAG file (all of them start at once).
+    dag_file_loads: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,15 @@ def append_rows(batches: int, appends: Sequence[AppendRun], section: Section) ->
                 "; ".join(f"{run.retries} / {run.gave_up} / {run.task_retries}" for run in runs),
             )
         )
+        loads = [load for run in runs for load in run.dag_file_loads]
+        if loads:
+            rows.append(
+                Row(
+                    f"  (a) {MODE_LABELS[mode]}: loading the DAG file in an append's task process, "
+                    "median / largest",
+                    f"{statistics.median(loads):.1f} s / {max(loads):.1f} s",
+                )
+            )
         section.misses += [append_miss(batches, run) for run in runs if not run.count.exactly_once]
     if len(windows) == len(MODES):
         most = {mode: max(run.most_running for run in appends if run.mode == mode) for mode in MODES}

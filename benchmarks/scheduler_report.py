@@ -112,7 +112,11 @@ def own_shares(story: str, runs: StoryRuns) -> list[OwnShare]:
     return shares
 
 
-def summarize(runs: Mapping[tuple[str, str], StoryRuns], server_peak: PeakMemory | None = None) -> Section:
+def summarize(
+    runs: Mapping[tuple[str, str], StoryRuns],
+    server_peak: PeakMemory | None = None,
+    failures: Sequence[str] = (),
+) -> Section:
     section = Section(
         7,
         "The example DAGs under the real scheduler: operators over spark-submit (A) and over "
@@ -140,7 +144,7 @@ def summarize(runs: Mapping[tuple[str, str], StoryRuns], server_peak: PeakMemory
                 ]
     section.rows += own_work_rows(runs, section.misses)
     section.rows += memory_rows(runs, server_peak)
-    section.notes = notes()
+    section.notes = notes() + [f"Failed, not measured: {failure.splitlines()[0]}" for failure in failures]
     section.details = details(runs)
     return section
 

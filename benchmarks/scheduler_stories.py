@@ -146,6 +146,7 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
     root = ws.root / "scheduler-stories"
     dag_files = [path for story in STORIES for path in story.dag_files]
     runs: dict[tuple[str, str], StoryRuns] = {}
+    failures: list[str] = []
     with (
         SparkConnectServer(root / "spark-connect") as server,
         BenchDeployment.running(root, dag_files, env=line) as deployment,
@@ -157,7 +158,12 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
         for repetition in range(1, repetitions + 1):
             for story in STORIES:
                 for arm in rotation(repetition):
-                    finished = arms.run(story, arm, str(repetition))
+                    try:
+                        finished = arms.run(story, arm, str(repetition))
+                    except RuntimeError as error:  # reported; the other runs are still measured
+                        failures.append(f"{story.key} arm {arm} (repetition {repetition}): {error}"[:2000])
+                        print(f"    FAILED {failures[-1]}", file=sys.stderr, flush=True)
+                        continue
                     breakdown = run_breakdown(
                         finished.run,
                         finished.tasks,
@@ -177,4 +183,4 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
             for task in breakdown.tasks:
                 if is_spark_task(task) and task.ti_id in memory.peaks:
                     story_runs.memory.setdefault(task.task_id, []).append(memory.peaks[task.ti_id])
-    return summarize(runs, memory.named_peaks.get(CONNECT_SERVER))
+    return summarize(runs, memory.named_peaks.get(CONNECT_SERVER), failures)
