@@ -116,7 +116,10 @@ def summarize(
     runs: Mapping[tuple[str, str], StoryRuns],
     server_peak: PeakMemory | None = None,
     failures: Sequence[str] = (),
+    imports: Mapping[str, float] | None = None,
 ) -> Section:
+    """#7's section. ``imports``: fresh-interpreter import times of what the DAG files load
+    (``spark_submit_hook``, ``kubernetes_client``), to explain the task processes' start."""
     section = Section(
         7,
         "The example DAGs under the real scheduler: operators over spark-submit (A) and over "
@@ -135,7 +138,7 @@ def summarize(
             section.rows.append(Row(f"{label}: not measured in arm(s) {missing}", "—"))
             continue
         section.rows += story_rows(label, measured)
-        section.misses += story_misses(label, measured)
+        section.misses += story_misses(label, measured, imports or {})
         for arm, story_runs in measured.items():
             section.samples[f"{story}_{arm}_whole_dag"] = [run.seconds for run in story_runs.breakdowns]
             for part in PARTS:
@@ -144,6 +147,7 @@ def summarize(
                 ]
     section.rows += own_work_rows(runs, section.misses)
     section.rows += memory_rows(runs, server_peak)
+    section.rows += import_rows(imports or {})
     section.notes = notes() + [f"Failed, not measured: {failure.splitlines()[0]}" for failure in failures]
     section.details = details(runs)
     return section
@@ -204,7 +208,37 @@ def largest_part(runs: StoryRuns) -> str:
     return COMPONENT_LABELS.get(name, "run completion")
 
 
-def story_misses(label: str, arms: Mapping[str, StoryRuns]) -> list[str]:
+def import_rows(imports: Mapping[str, float]) -> list[Row]:
+    rows = []
+    if "spark_submit_hook" in imports:
+        rows.append(
+            Row(
+                "a fresh interpreter importing the apache-spark provider's spark_submit hook module "
+                "(every Spark task's DAG file does)",
+                fmt(imports["spark_submit_hook"]),
+            )
+        )
+    if "kubernetes_client" in imports:
+        rows.append(
+            Row("  the cncf-kubernetes client that module imports, alone", fmt(imports["kubernetes_client"]))
+        )
+    return rows
+
+
+def _imports_text(imports: Mapping[str, float]) -> str:
+    if "spark_submit_hook" not in imports:
+        return ""
+    text = (
+        " Loading a DAG file imports the apache-spark provider's spark_submit hook module in every arm "
+        f"(the operators subclass SparkSubmitOperator): {imports['spark_submit_hook']:.1f} s in a fresh "
+        "interpreter here"
+    )
+    if "kubernetes_client" in imports:
+        text += f", {imports['kubernetes_client']:.1f} s of it for the cncf-kubernetes client it imports"
+    return text + "."
+
+
+def story_misses(label: str, arms: Mapping[str, StoryRuns], imports: Mapping[str, float]) -> list[str]:
     a, b, c = (arms[arm].whole() for arm in ARMS)
     misses = []
     if c / b < B_TARGET:
@@ -216,7 +250,7 @@ def story_misses(label: str, arms: Mapping[str, StoryRuns]) -> list[str]:
             f"{largest_part(arms['B'])}. Arm C pays Airflow's part too ({arms['C'].airflow_part():.1f} s), "
             f"so even with no Spark time and no own work at all B could be at most "
             f"{c / airflow_b:.2f}x faster here; the Spark parts alone compare "
-            f"{arms['C'].part('spark') / max(arms['B'].part('spark'), 1e-9):.2f}x."
+            f"{arms['C'].part('spark') / max(arms['B'].part('spark'), 1e-9):.2f}x." + _imports_text(imports)
         )
     if a / c > A_TARGET:
         differences = {part: arms["A"].part(part) - arms["C"].part(part) for part in PARTS}

@@ -21,6 +21,7 @@ arm B, untimed: the server's first session of each kind (being warm is the point
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +33,18 @@ from benchmarks.scheduler_report import ARMS, StoryRuns, summarize
 from benchmarks.spark_line import spark_line_environment
 from benchmarks.timeline import is_spark_task, run_breakdown
 from benchmarks.worker_memory import WorkerMemorySampler
-from benchmarks.workspace import BenchWorkspace
+from benchmarks.workspace import BenchWorkspace, last_json_line
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
 
 PEER_DAGS = REPO / "benchmarks" / "dags_scheduler"
 CONNECT_SERVER = "Spark Connect server"
+#: What every Spark task's DAG file imports, timed in fresh interpreters after ``airflow.sdk``: the
+#: apache-spark provider's hook module (the operators subclass SparkSubmitOperator, which imports
+#: it), and the cncf-kubernetes client that module imports when that provider is installed.
+IMPORTED_BY_DAG_FILES = {
+    "spark_submit_hook": "airflow.providers.apache.spark.hooks.spark_submit",
+    "kubernetes_client": "airflow.providers.cncf.kubernetes.kube_client",
+}
 
 
 def check_daily_orders(warehouse: Path, day: str) -> None:
@@ -138,6 +146,22 @@ class Arms:
         return finished
 
 
+def import_seconds(ws: BenchWorkspace, repetitions: int) -> dict[str, float]:
+    """Median fresh-interpreter import time of each of :data:`IMPORTED_BY_DAG_FILES` (those that import)."""
+    found = {}
+    for name, module in IMPORTED_BY_DAG_FILES.items():
+        samples = []
+        for _ in range(repetitions):
+            try:
+                probe = ws.run_python("-m", "benchmarks.parse_probe", "import", module, "airflow.sdk")
+            except RuntimeError:  # not installed (cncf-kubernetes is optional)
+                break
+            samples.append(float(last_json_line(probe.stdout)["seconds"]))
+        if samples:
+            found[name] = statistics.median(samples)
+    return found
+
+
 def run(ws: BenchWorkspace, repetitions: int) -> Section:
     from tests.servers.spark_connect import SERVER_SPARK_LINE, SparkConnectServer
 
@@ -183,4 +207,5 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
             for task in breakdown.tasks:
                 if is_spark_task(task) and task.ti_id in memory.peaks:
                     story_runs.memory.setdefault(task.task_id, []).append(memory.peaks[task.ti_id])
-    return summarize(runs, memory.named_peaks.get(CONNECT_SERVER), failures)
+    imports = import_seconds(ws, max(3, repetitions))
+    return summarize(runs, memory.named_peaks.get(CONNECT_SERVER), failures, imports)

@@ -182,7 +182,7 @@ def test_missed_targets_name_the_measured_cause():
         a=_runs([80.0], spark=40.0),
         c=_runs([60.0], spark=25.0),
     )
-    section = summarize(runs)
+    section = summarize(runs, imports={"spark_submit_hook": 3.2, "kubernetes_client": 2.5})
 
     verdicts = [row.verdict for row in section.rows if "whole DAG, trigger to success" in row.measure]
     assert verdicts == ["MISS", "MISS"]
@@ -193,6 +193,9 @@ def test_missed_targets_name_the_measured_cause():
     assert "Airflow's own part is 11.6 s" in b_cause
     assert "1.33x arm C's" in a_cause and "Spark time +15.0 s" in a_cause
     assert "the largest difference is Spark time" in a_cause
+    assert "3.2 s in a fresh interpreter here, 2.5 s of it for the cncf-kubernetes client" in b_cause
+    imports = [row for row in section.rows if "interpreter importing" in row.measure or "cncf" in row.measure]
+    assert [row.a for row in imports] == ["3.20 s", "2.50 s"]
 
 
 def test_an_arm_not_measured_gets_a_row_and_no_verdict():
