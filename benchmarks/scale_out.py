@@ -225,9 +225,11 @@ def run(ws: BenchWorkspace, repetitions: int, batches: int, rows: int) -> Sectio
                         flush=True,
                     )
         server_peak = memory.named_peaks.get(CONNECT_SERVER)
-        with standalone_cluster(root / "cluster", workers=2, cores=1, memory="1g") as spark_cluster:
+        plain_env = {**os.environ, **env}  # the daemons, the driver and plain Spark: one Spark line
+        with standalone_cluster(
+            root / "cluster", workers=2, cores=1, memory="1g", env=plain_env
+        ) as spark_cluster:
             deployment.set_connection("spark_default", standalone_connection(spark_cluster))
-            plain_env = {**os.environ, **env}
             for repetition in range(1, repetitions + 1):
                 sample = cluster_sample(
                     deployment,
