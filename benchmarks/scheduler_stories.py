@@ -31,7 +31,7 @@ from benchmarks.deployment import REPO, BenchDeployment, FinishedRun
 from benchmarks.results import Section
 from benchmarks.scheduler_report import ARMS, StoryRuns, summarize
 from benchmarks.spark_line import spark_line_environment
-from benchmarks.timeline import is_spark_task, run_breakdown
+from benchmarks.timeline import RunBreakdown, is_spark_task, run_breakdown
 from benchmarks.worker_memory import WorkerMemorySampler
 from benchmarks.workspace import BenchWorkspace, last_json_line
 from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
@@ -145,6 +145,18 @@ class Arms:
         story.check(warehouse, logical_date[:10])
         return finished
 
+    def attempt(self, story: Story, arm: str, label: str, failures: list[str]) -> RunBreakdown | None:
+        """:meth:`run` and its breakdown; a failed run (or one without a breakdown) goes to ``failures``."""
+        try:
+            finished = self.run(story, arm, label)
+            return run_breakdown(
+                finished.run, finished.tasks, finished.upstream, finished.probes, finished.parse_seconds
+            )
+        except (RuntimeError, ValueError) as error:  # reported; the other runs are still measured
+            failures.append(f"{story.key} arm {arm} (run {label}): {error}"[:2000])
+            print(f"    FAILED {failures[-1]}", file=sys.stderr, flush=True)
+            return None
+
 
 def import_seconds(ws: BenchWorkspace, repetitions: int) -> dict[str, float]:
     """Median fresh-interpreter import time of each of :data:`IMPORTED_BY_DAG_FILES` (those that import)."""
@@ -178,23 +190,13 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
     ):
         arms = Arms(deployment, server.connection(), line, root)
         for story in STORIES:  # the server's first session of each kind, untimed
-            arms.run(story, "B", "warm-up")
+            arms.attempt(story, "B", "warm-up", failures)
         for repetition in range(1, repetitions + 1):
             for story in STORIES:
                 for arm in rotation(repetition):
-                    try:
-                        finished = arms.run(story, arm, str(repetition))
-                    except RuntimeError as error:  # reported; the other runs are still measured
-                        failures.append(f"{story.key} arm {arm} (repetition {repetition}): {error}"[:2000])
-                        print(f"    FAILED {failures[-1]}", file=sys.stderr, flush=True)
+                    breakdown = arms.attempt(story, arm, str(repetition), failures)
+                    if breakdown is None:
                         continue
-                    breakdown = run_breakdown(
-                        finished.run,
-                        finished.tasks,
-                        finished.upstream,
-                        finished.probes,
-                        finished.parse_seconds,
-                    )
                     runs.setdefault((story.key, arm), StoryRuns()).breakdowns.append(breakdown)
                     print(
                         f"    [{repetition}/{repetitions}] {story.key} {arm}: {breakdown.seconds:.1f} s "
