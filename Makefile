@@ -52,8 +52,9 @@ DIST ?= dist
 wheel: setup
 	rm -rf build && .venv/bin/uv build --quiet --wheel --out-dir "$(DIST)" . && rm -rf build
 
-## Benchmarks (about 15 min): overhead, parse cost, throughput, history growth, publish and tag without
-## Spark (#7, also alone: python -m benchmarks.metadata_steps); writes benchmarks/RESULTS.md.
+## Benchmarks (about 2 hours on 2 quiet cores): overhead, parse cost, throughput, history growth, the
+## story steps, Spark Connect mode, (#7, #8) the example DAGs and scale-out under a real scheduler, and
+## (#9) publish and tag without Spark; writes benchmarks/RESULTS.md. See docs/benchmarks.md.
 bench: setup
 	$(ENV) python -m benchmarks.run
 

@@ -24,13 +24,13 @@ own table:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from benchmarks.results import Row, Section, times, verdict
 from benchmarks.results import seconds as fmt
+from benchmarks.spark_line import spark_line_environment
 from benchmarks.stats import median
 from benchmarks.story import FIRST_BATCH, SECOND_BATCH, check
 from benchmarks.workload import rows_query
@@ -55,30 +55,11 @@ WARM_UP = ("step_create", "step_append", "step_read", "step_read_snapshot", f"ap
 SHARED = ("airflow_noop_task", "airflow_noop_dag")
 LARGE = 10_000_000
 SMALL = 1_000
-#: What the Spark 4.0 line changes in the environment (scripts/local_env.sh with SPARK_LINE=4.0).
-LINE_VARIABLES = (
-    "PATH",
-    "SPARK_HOME",
-    "SPARK_LINE",
-    "SPARK_VENV",
-    "PYSPARK_PYTHON",
-    "PYSPARK_DRIVER_PYTHON",
-    "ICEBERG_RUNTIME_JAR",
-    "ICEBERG_RUNTIME_COORDINATE",
-)
 
 
 def spark4_environment() -> dict[str, str]:
-    """The variables ``SPARK_LINE=4.0 source scripts/local_env.sh`` sets, read from a bash that sourced it."""
-    completed = subprocess.run(
-        ["bash", "-c", "SPARK_LINE=4.0 source scripts/local_env.sh && env -0"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    env = dict(item.split("=", 1) for item in completed.stdout.split("\0") if "=" in item)
-    return {key: env[key] for key in LINE_VARIABLES if key in env}
+    """The variables ``SPARK_LINE=4.0 source scripts/local_env.sh`` sets."""
+    return spark_line_environment("4.0")
 
 
 class Modes:

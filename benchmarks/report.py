@@ -79,6 +79,8 @@ def markdown(sections: list[Section], facts: dict[str, str], run_info: dict[str,
         if section.measured:
             out.append(f"- Measured {section.measured}.")
         out += [f"- {note}" for note in section.notes]
+        if section.details:
+            out += ["", *section.details]
         out += ["", "| samples | n | min-max (s) | values (s) |", "|---|---|---|---|"]
         for name, values in section.samples.items():
             out.append(

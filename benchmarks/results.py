@@ -36,6 +36,8 @@ class Section:
     samples: dict[str, list[float]] = field(default_factory=dict)
     #: When and under what load this comparison ran (filled by ``benchmarks.run``).
     measured: str = ""
+    #: Markdown lines shown after the notes (tables too detailed for the summary).
+    details: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:

@@ -1,6 +1,7 @@
 """``make bench``: run the comparisons, print the summary table, write benchmarks/RESULTS.md.
 
     python -m benchmarks.run [--repetitions N] [--quick] [--only 1,3] [--update]
+                             [--batches 16] [--cluster-rows 100000000]
 
 Exits 1 only when an invariant breaks (pyspark or pyiceberg imported while parsing DAGs);
 performance targets are reported as PASS or MISS and never fail the run.
@@ -13,7 +14,18 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import connect_mode, history, machine, metadata_steps, overhead, parse_cost, story, throughput
+from benchmarks import (
+    connect_mode,
+    history,
+    machine,
+    metadata_steps,
+    overhead,
+    parse_cost,
+    scale_out,
+    scheduler_stories,
+    story,
+    throughput,
+)
 from benchmarks.report import console_table, markdown
 from benchmarks.results import INFO, Row, Section, load, save
 from benchmarks.stats import median
@@ -24,6 +36,9 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 RESULTS_DATA = Path(__file__).resolve().parent / "results.json"
 SIZES = (1_000_000, 10_000_000)
 HISTORIES = (10, 100, 1000)
+#: #8: mapped appends at once, and the rows of the standalone cluster's append (quick: fewer).
+BATCHES, QUICK_BATCHES = 16, 4
+CLUSTER_ROWS, QUICK_CLUSTER_ROWS = 100_000_000, 1_000_000
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,10 +49,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="one repetition, 1M rows only, 10 and 100 snapshots: a smoke run, not a result",
+        help="one repetition, 1M rows only, 10 and 100 snapshots, #8 with "
+        f"{QUICK_BATCHES} appends and {QUICK_CLUSTER_ROWS:,} rows: a smoke run, not a result",
     )
     parser.add_argument(
-        "--only", default="1,2,3,4,5,6,9", help="comma-separated comparisons to run (default all)"
+        "--only", default="1,2,3,4,5,6,7,8,9", help="comma-separated comparisons to run (default all)"
+    )
+    parser.add_argument(
+        "--batches", type=int, default=None, help=f"#8: mapped appends at once (default {BATCHES})"
+    )
+    parser.add_argument(
+        "--cluster-rows",
+        type=int,
+        default=None,
+        help=f"#8: rows of the append on the standalone cluster (default {CLUSTER_ROWS:,})",
     )
     parser.add_argument(
         "--update",
@@ -53,6 +78,8 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
     reps = 1 if args.quick else args.repetitions
     sizes = SIZES[:1] if args.quick else SIZES
     histories = HISTORIES[:2] if args.quick else HISTORIES
+    batches = args.batches or (QUICK_BATCHES if args.quick else BATCHES)
+    cluster_rows = args.cluster_rows or (QUICK_CLUSTER_ROWS if args.quick else CLUSTER_ROWS)
     sections: list[Section] = []
     runs = {
         1: lambda: overhead.run(ws, reps),
@@ -61,6 +88,8 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
         4: lambda: history.run(ws, reps, histories),
         5: lambda: story.run(ws, reps),
         6: lambda: connect_comparison(ws, reps, sizes),
+        7: lambda: scheduler_stories.run(ws, reps),
+        8: lambda: scale_out.run(ws, reps, batches, cluster_rows),
         9: lambda: metadata_steps.run(ws, reps),
     }
     for number, run in runs.items():

@@ -26,8 +26,8 @@ PLAIN_JOB = Path(__file__).resolve().parent / "spark_jobs" / "write_parquet.py"
 TARGET = 0.8
 
 
-def plain_parquet(master: str, query: str, path: Path) -> float:
-    """Wall time of one plain ``df.write.parquet`` spark-submit."""
+def plain_parquet(master: str, query: str, path: Path, env: dict[str, str] | None = None) -> float:
+    """Wall time of one plain ``df.write.parquet`` spark-submit (in ``env``, by default this process's)."""
     argv = [
         "spark-submit",
         "--master",
@@ -40,7 +40,12 @@ def plain_parquet(master: str, query: str, path: Path) -> float:
     ]
     started = time.perf_counter()
     completed = subprocess.run(
-        argv, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+        argv,
+        env=dict(env or os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
     )
     elapsed = time.perf_counter() - started
     if completed.returncode != 0:

@@ -49,8 +49,14 @@ class AirflowDeployment:
     @classmethod
     @contextlib.contextmanager
     def running(
-        cls, home: Path, dags_folder: Path, env: dict[str, str], components: tuple[str, ...] = COMPONENTS
+        cls,
+        home: Path,
+        dags_folder: Path,
+        env: dict[str, str],
+        components: tuple[str, ...] = COMPONENTS,
+        settings: dict[str, str] | None = None,
     ) -> Iterator[AirflowDeployment]:
+        """Start the components; ``settings`` (``AIRFLOW__*`` variables) replace the defaults below."""
         port = free_port()
         full_env = {
             **env,
@@ -70,6 +76,7 @@ class AirflowDeployment:
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            **(settings or {}),
         }
         deployment = cls(home=home, env=full_env)
         deployment.cli("db", "migrate")

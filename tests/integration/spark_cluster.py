@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,17 +67,21 @@ class StandaloneCluster:
         return [self.port, self.webui_port, *(p for w in self.workers for p in (w.port, w.webui_port))]
 
 
-def daemon_environment() -> dict[str, str]:
-    """The daemons' environment: loopback only, and the same Spark runtime the driver uses."""
-    env = dict(os.environ)
+def daemon_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The daemons' environment: loopback only, and the same Spark runtime the driver uses.
+
+    :param base: The driver's environment (by default this process's): its PATH names the Spark
+        runtime whose ``spark-class`` starts the daemons.
+    """
+    env = dict(os.environ if base is None else base)
     env["SPARK_LOCAL_IP"] = LOOPBACK
     # spark-class would otherwise read spark-env.sh from the driver's conf dir; the daemons need none.
     env.pop("SPARK_CONF_DIR", None)
     return env
 
 
-def _spark_class() -> str:
-    found = shutil.which("spark-class")
+def _spark_class(env: Mapping[str, str]) -> str:
+    found = shutil.which("spark-class", path=env.get("PATH"))
     if not found:
         raise ServerError("spark-class is not on PATH: source scripts/local_env.sh (make test does)")
     return found
@@ -88,7 +92,7 @@ def _start_master(workdir: Path, env: dict[str, str]) -> StandaloneCluster:
     master = ManagedProcess(
         "spark-master",
         [
-            _spark_class(),
+            _spark_class(env),
             MASTER_CLASS,
             "--host",
             LOOPBACK,
@@ -113,7 +117,7 @@ def _start_worker(
     process = ManagedProcess(
         f"spark-worker-{index}",
         [
-            _spark_class(),
+            _spark_class(env),
             WORKER_CLASS,
             "--host",
             LOOPBACK,
@@ -175,6 +179,7 @@ def standalone_cluster(
     workers: int = 2,
     cores: int = 1,
     memory: str = "1g",
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[StandaloneCluster]:
     """Run a master and ``workers`` workers on 127.0.0.1 for the duration of the ``with`` block.
 
@@ -182,9 +187,10 @@ def standalone_cluster(
     :param workers: How many workers to start.
     :param cores: Cores each worker offers (one executor per worker and application).
     :param memory: Memory each worker offers; executors must ask for no more than this.
+    :param env: The driver's environment, if not this process's (another Spark line's PATH).
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    env = daemon_environment()
+    env = daemon_environment(env)
     started: list[ManagedProcess] = []
     ports: list[int] = []
     with ExitStack() as cleanup:
@@ -200,3 +206,28 @@ def standalone_cluster(
             ports.extend((worker.port, worker.webui_port))
         _wait_for_workers(cluster)
         yield cluster
+
+
+#: Executor settings for a cluster of two one-core workers. Jobs wait until both executors registered
+#: (2 cores), so every application's tasks are spread over both workers instead of racing to the first.
+CLUSTER_SPARK_DEFAULTS = {
+    "spark.executor.memory": "512m",
+    "spark.cores.max": "2",
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+}
+
+
+def spark_conf_dir(target: Path) -> Path:
+    """A private SPARK_CONF_DIR: the checkout's loopback defaults plus the cluster's executor sizing."""
+    target.mkdir(parents=True, exist_ok=True)
+    base = Path(os.environ["SPARK_CONF_DIR"]) / "spark-defaults.conf"
+    lines = [base.read_text()] if base.exists() else []
+    lines += [f"{key} {value}\n" for key, value in CLUSTER_SPARK_DEFAULTS.items()]
+    (target / "spark-defaults.conf").write_text("".join(lines))
+    return target
+
+
+def standalone_connection(cluster: StandaloneCluster, deploy_mode: str = "client") -> dict:
+    """The apache-spark provider's ``spark`` connection for the cluster's master."""
+    return {"conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": deploy_mode}}

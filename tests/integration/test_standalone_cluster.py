@@ -11,46 +11,20 @@ refuses), so client mode is the scale-out mode to test here.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from scripts.show_table import load_table
 from tests.integration.airflow_runner import hadoop_catalog_connection
-from tests.integration.spark_cluster import StandaloneCluster, standalone_cluster
+from tests.integration.spark_cluster import spark_conf_dir, standalone_cluster, standalone_connection
 
 DAG_ID = "iceberg_daily_orders"
 SPARK_REFUSES_PYTHON_CLUSTER_MODE = (
     "Cluster deploy mode is currently not supported for python applications on standalone clusters"
 )
 TASKS = ("create_orders", "append_day_two", "correct_day_one", "snapshot_before_correction")
-#: Executor settings for the run. Jobs wait until both executors registered (2 cores), so every
-#: application's tasks are spread over both workers instead of racing to the first executor.
-CLUSTER_SPARK_DEFAULTS = {
-    "spark.executor.memory": "512m",
-    "spark.cores.max": "2",
-    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-    "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
-}
-
-
-def spark_conf_dir(target: Path) -> Path:
-    """A private SPARK_CONF_DIR: the checkout's loopback defaults plus the cluster's executor sizing."""
-    target.mkdir(parents=True, exist_ok=True)
-    base = Path(os.environ["SPARK_CONF_DIR"]) / "spark-defaults.conf"
-    lines = [base.read_text()] if base.exists() else []
-    lines += [f"{key} {value}\n" for key, value in CLUSTER_SPARK_DEFAULTS.items()]
-    (target / "spark-defaults.conf").write_text("".join(lines))
-    return target
-
-
-def standalone_connection(cluster: StandaloneCluster, deploy_mode: str = "client") -> dict:
-    return {"conn_type": "spark", "host": cluster.master_url, "extra": {"deploy-mode": deploy_mode}}
-
-
 @pytest.fixture(scope="module")
 def cluster_run(airflow_runner, tmp_path_factory):
     if not shutil.which("spark-class"):

@@ -258,27 +258,38 @@ def check_command(command: str) -> str:
         return check_connection(assignment.group(1).removeprefix("AIRFLOW_CONN_").lower(), shlex.split(
             assignment.group(2)
         )[0])
-    if words[0] == "make":
-        assert words[1] in makefile_targets(), f"no Makefile target {words[1]!r}"
-        return f"make {words[1]}"
-    if words[:2] == ["pip", "install"]:
-        return check_pip_install(words)
-    if words[:3] == ["airflow", "connections", "add"]:
-        return check_airflow_connections_add(words)
+    for prefix, check in PREFIX_CHECKS.items():
+        if tuple(words[: len(prefix)]) == prefix:
+            return check(words)
     if "source" in words:  # SPARK_LINE=4.0 source scripts/local_env.sh: run it
         run_in_checkout(command)
         return "sourced"
     if "pytest" in words:  # collect what it names, with the interpreter it names
         run_in_checkout(f"{command.split('#')[0]} --collect-only -q")
         return "pytest collects"
-    if words[:2] == ["docker", "compose"]:
-        return check_docker_compose(words)
     if words[0] in ("spark-submit", "$SPARK_HOME/sbin/start-connect-server.sh"):
         return check_connect_server_command(words)
-    if words[:3] == ["airflow", "dags", "test"]:
-        assert (REPO / "dags" / f"{words[3]}.py").exists(), f"no example DAG {words[3]!r}"
-        return f"example DAG {words[3]}"
     raise AssertionError(f"no check runs {command!r}: take it from a tested file, or add a check")
+
+
+def check_make(words: list[str]) -> str:
+    assert words[1] in makefile_targets(), f"no Makefile target {words[1]!r}"
+    return f"make {words[1]}"
+
+
+def check_example_dag_test(words: list[str]) -> str:
+    assert (REPO / "dags" / f"{words[3]}.py").exists(), f"no example DAG {words[3]!r}"
+    return f"example DAG {words[3]}"
+
+
+def check_benchmark_command(words: list[str]) -> str:
+    """``python -m benchmarks.run ...``: its own argument parser takes it; the comparisons exist."""
+    from benchmarks.run import parse_args
+
+    args = parse_args(words[3:])
+    known = {int(number) for number in parse_args([]).only.split(",")}
+    assert {int(number) for number in args.only.split(",")} <= known, f"no comparison in {args.only!r}"
+    return "benchmarks.run arguments"
 
 
 def run_in_checkout(command: str) -> None:
@@ -324,6 +335,15 @@ def run_bash(snippet: Snippet) -> str:
 
 
 RUNNERS = {"python": run_python, "json": run_json, "bash": run_bash}
+#: Commands checked by their first words: the check, given all the words.
+PREFIX_CHECKS = {
+    ("make",): check_make,
+    ("pip", "install"): check_pip_install,
+    ("airflow", "connections", "add"): check_airflow_connections_add,
+    ("docker", "compose"): check_docker_compose,
+    ("airflow", "dags", "test"): check_example_dag_test,
+    ("python", "-m", "benchmarks.run"): check_benchmark_command,
+}
 
 
 @pytest.mark.parametrize("snippet", TESTED, ids=[s.where for s in TESTED])
