@@ -220,7 +220,8 @@ def notes(batches: int) -> list[str]:
         f"real scheduler with {batches + 2} executor slots; each run into a fresh table of a JDBC catalog on "
         "PostgreSQL (concurrent commits from many JVMs need a catalog that swaps metadata atomically). "
         "Spark-submit mode and Spark Connect mode alternate, on one deployment and the same catalog (over "
-        "Connect the server holds the catalog's password). Commits are counted with pyiceberg's SqlCatalog, "
+        "Connect the server holds the catalog's password), after one untimed Connect run. Commits are "
+        "counted with pyiceberg's SqlCatalog, "
         "by `airflow-iceberg.commit-id` in the snapshots of the run's mapped task; retries are Iceberg's "
         "'Retrying task after failure' lines (the task logs in spark-submit mode, the server's log over "
         "Connect).",
