@@ -431,9 +431,7 @@ class IcebergSparkSubmitOperator(TableLineageMixin, SparkSubmitOperator):
         if store is None or not getattr(self, "_secrets_shipped_to_yarn", False):
             return
         if application_id := store.get(self.external_id_key):
-            hook = self._get_hook()
-            if hook._is_yarn_cluster_mode:
-                self._delete_yarn_staging(hook, str(application_id))
+            self._delete_yarn_staging(self._get_hook(), str(application_id))  # YARN cluster mode only
 
     def _delete_yarn_staging(self, hook: SparkSubmitHook, application_id: str | None) -> None:
         """Delete an application's staging directory now, if the ResourceManager says it will not run again.
