@@ -18,11 +18,14 @@ refs, so a commit elsewhere in the table does not make the decision stale
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.pyiceberg_refs import PyicebergTableRefs, ref_is, set_ref
 from airflow_iceberg.jobs.publish import already_published_note, decide, publish_failure, publish_result
 from airflow_iceberg.jobs.spec.branches import PublishSpec
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 
 def publish_with_pyiceberg(refs: PyicebergTableRefs, spec: PublishSpec) -> dict[str, Any]:
@@ -36,15 +39,22 @@ def publish_with_pyiceberg(refs: PyicebergTableRefs, spec: PublishSpec) -> dict[
         print(f"airflow-iceberg: {already_published_note(spec, decision)}", flush=True)
         if not decision.drop:
             return publish_result(spec, decision, dropped=False)
-    target_ref = refs.metadata.refs.get(spec.target_branch) if refs.metadata is not None else None
-    updates: list[Any] = []
-    if not decision.already:  # a fast-forward (checked by decide), or the target made at the snapshot
-        updates.append(set_ref(spec.target_branch, decision.published, SnapshotRefType.BRANCH, target_ref))
-    if decision.drop:
-        updates.append(RemoveSnapshotRefUpdate(ref_name=spec.branch))
     requirements = [ref_is(spec.target_branch, decision.previous), ref_is(spec.branch, decision.branch_head)]
+
+    def change(current: Table) -> tuple[list[Any], list[Any]]:
+        # Built on the table as it is at each try, not as the decision read it: the requirements pin
+        # the two heads only, so the target's retention is taken from the metadata the swap replaces
+        # (a concurrent ``REPLACE BRANCH … RETAIN`` is kept wherever the client swaps the metadata).
+        updates: list[Any] = []
+        if not decision.already:  # a fast-forward (checked by decide), or the target made at the snapshot
+            target = current.metadata.refs.get(spec.target_branch)
+            updates.append(set_ref(spec.target_branch, decision.published, SnapshotRefType.BRANCH, target))
+        if decision.drop:
+            updates.append(RemoveSnapshotRefUpdate(ref_name=spec.branch))
+        return updates, requirements
+
     try:
-        refs.commit(lambda current: (updates, requirements))
+        refs.commit(change)
     except Exception as error:
         raise publish_failure(spec, decision, error) from None
     return publish_result(spec, decision, dropped=decision.drop)

@@ -180,7 +180,11 @@ class PyicebergTableRefs:
         retries = _retry_settings(current.metadata.properties)
         for attempt in range(retries[0] + 1):
             updates, requirements = change(current)
-            checks = (*requirements, AssertTableUUID(uuid=self._uuid or current.metadata.table_uuid))
+            checks = (
+                *requirements,
+                *self._refs_as_built(current, updates),
+                AssertTableUUID(uuid=self._uuid or current.metadata.table_uuid),
+            )
             for requirement in checks:
                 requirement.validate(current.metadata)
             try:
@@ -200,6 +204,27 @@ class PyicebergTableRefs:
             self._last, self.metadata = None, response.metadata
             return response.metadata
         raise AssertionError("unreachable: the last try returns or raises")
+
+
+    def _refs_as_built(self, current: Table, updates: Sequence[Any]) -> list[Any]:
+        """For a catalog that swaps in the client: each ref set is still exactly as the change read it.
+
+        A ``set-snapshot-ref`` keeps the ref's retention as read; the catalog applies it to the
+        metadata it loads inside ``commit_table``. Requiring the whole ref (not only its snapshot)
+        there turns another writer's retention change in between into a failed swap, and the
+        change is built again on the new metadata instead of writing the old retention back.
+        """
+        if not self._writes_metadata_files:  # REST: the server knows only the spec's requirement types
+            return []
+        from pyiceberg.table.update import SetSnapshotRefUpdate
+
+        from airflow_iceberg.catalog.ref_requirement import AssertRefUnchanged
+
+        return [
+            AssertRefUnchanged(ref=update.ref_name, expected=current.metadata.refs.get(update.ref_name))
+            for update in updates
+            if isinstance(update, SetSnapshotRefUpdate)
+        ]
 
 
 def _refusals() -> tuple[type[Exception], ...]:

@@ -70,12 +70,6 @@ def test_a_hive_table_hive_reads_keeps_the_spark_path(lake):  # noqa: F811
     assert refused is not None and "engine.hive.enabled" in refused
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Open (hostile review of issue 21): publish's set-snapshot-ref is built from the decision's "
-    "metadata, and assert-ref-snapshot-id covers the snapshot id only, so a retention change on the "
-    "target between the decision and the commit is written back to the old settings",
-)
 def test_a_retention_change_on_main_between_the_decision_and_the_commit_is_not_clobbered(
     lake, monkeypatch  # noqa: F811
 ):
@@ -83,9 +77,9 @@ def test_a_retention_change_on_main_between_the_decision_and_the_commit_is_not_c
 
     Another writer sets main's retention (ALTER TABLE … REPLACE BRANCH main … RETAIN / Java's
     ``manageSnapshots().setMaxRefAgeMs``) after the decision. main's snapshot is unchanged, so
-    ``assert-ref-snapshot-id`` holds, and the publish's ``set-snapshot-ref`` was built from the
-    decision's metadata: it writes main's *old* retention back. The Spark job's fast-forward is
-    rebuilt on the fresh base by Iceberg and keeps the new one."""
+    ``assert-ref-snapshot-id`` holds. A ``set-snapshot-ref`` built from the decision's metadata
+    would write main's *old* retention back (found in review); the SQL catalog's swap fails on the
+    changed metadata, and the try after it builds the ref on the new one."""
     from pyiceberg.table.update import AssertRefSnapshotId, SetSnapshotRefUpdate
 
     from airflow_iceberg.catalog import pyiceberg_publish
@@ -113,3 +107,67 @@ def test_a_retention_change_on_main_between_the_decision_and_the_commit_is_not_c
     ref = lake.load_table(TABLE).refs()["main"]
     assert ref.snapshot_id == audited
     assert (ref.min_snapshots_to_keep, ref.max_ref_age_ms) == (7, 123456789), ref
+
+
+def _set_mains_retention(lake, main: int) -> None:  # noqa: F811
+    """Another writer's ``ALTER TABLE … REPLACE BRANCH main … RETAIN``: main's snapshot stays."""
+    from pyiceberg.table.update import AssertRefSnapshotId, SetSnapshotRefUpdate
+
+    lake.commit_table(
+        lake.load_table(TABLE),
+        (AssertRefSnapshotId(ref="main", snapshot_id=main),),
+        (SetSnapshotRefUpdate(ref_name="main", snapshot_id=main, type="branch", max_ref_age_ms=987654321,
+                              min_snapshots_to_keep=3),),
+    )
+
+
+def test_a_retention_change_on_main_just_before_a_rollbacks_swap_is_kept(lake, monkeypatch):  # noqa: F811
+    """Promised: the rollback moves main's snapshot and keeps main's retention as it is at the swap.
+
+    The other writer commits inside the SQL catalog's ``commit_table``, just before it loads the
+    table it swaps: the rollback's ``set-snapshot-ref`` was built on the metadata before it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table.update import SetSnapshotRefUpdate
+
+    from airflow_iceberg.operators import IcebergRollbackOperator
+    from tests.unit.test_metadata_steps import _audited_branch
+
+    main, audited = _audited_branch(lake)
+    IcebergPublishOperator(
+        task_id="publish", table=TABLE, branch="audit", expected_snapshot_id=str(audited)
+    ).execute(_context("publish"))
+    commit_table = SqlCatalog.commit_table
+    interfered: list[bool] = []
+
+    def another_writer_first(catalog, table, requirements, updates):
+        moves_main = any(isinstance(u, SetSnapshotRefUpdate) and u.ref_name == "main" for u in updates)
+        if moves_main and not interfered:
+            interfered.append(True)
+            _set_mains_retention(lake, audited)
+        return commit_table(catalog, table, requirements, updates)
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", another_writer_first)
+    IcebergRollbackOperator(task_id="rollback", table=TABLE, snapshot_id=main).execute(_context("rollback"))
+    ref = lake.load_table(TABLE).refs()["main"]
+    assert interfered and (ref.snapshot_id, ref.min_snapshots_to_keep, ref.max_ref_age_ms) == (
+        main, 3, 987654321
+    ), ref
+
+
+def test_the_whole_ref_requirement_fails_on_any_field_and_holds_when_nothing_changed(lake):  # noqa: F811
+    """The requirement the SQL, Hive and Glue swaps check: a retention change alone fails it."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from airflow_iceberg.catalog.ref_requirement import AssertRefUnchanged
+    from tests.unit.test_metadata_steps import _audited_branch
+
+    main, _ = _audited_branch(lake)
+    before = lake.load_table(TABLE).metadata
+    requirement = AssertRefUnchanged(ref="main", expected=before.refs["main"])
+    requirement.validate(before)
+    AssertRefUnchanged(ref="absent").validate(before)
+    _set_mains_retention(lake, main)
+    with pytest.raises(CommitFailedException, match="ref main changed"):
+        requirement.validate(lake.load_table(TABLE).metadata)
+    with pytest.raises(CommitFailedException, match="ref main changed"):
+        AssertRefUnchanged(ref="main").validate(before)
