@@ -780,7 +780,8 @@ def test_without_secrets_a_failed_applications_staging_dir_is_left_to_yarn(
     conn_id, _ = sqlite_catalog
     monkeypatch.setattr(SparkSubmitOperator, "execute", _ends_with("KILLED"))
     monkeypatch.setattr(
-        "airflow_iceberg.operators.base.StagingDeletion.plan", lambda *a, **k: pytest.fail("deleted")
+        "airflow_iceberg.operators.yarn_staging_mixin.StagingDeletion.plan",
+        lambda *a, **k: pytest.fail("deleted"),
     )
     op = IcebergAppendOperator(
         task_id="t", table="db.orders", iceberg_conn_id=conn_id, conn_id=yarn_connection,
