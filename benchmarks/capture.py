@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
-RECORD_ENV = "AIRFLOW_ICEBERG_BENCH_SUBMIT_RECORD"
+RECORD_ENV = "ICEBERG_BENCH_SUBMIT_RECORD"  # not AIRFLOW_*: spark-submit never gets those
 
 
 def recording_env(record_path: Path) -> dict[str, str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import (
@@ -27,7 +29,7 @@ from benchmarks import (
     throughput,
 )
 from benchmarks.report import console_table, markdown
-from benchmarks.results import INFO, Row, Section, load, save
+from benchmarks.results import FAIL, INFO, Row, Section, load, save
 from benchmarks.stats import median
 from benchmarks.workspace import BenchWorkspace
 
@@ -95,7 +97,7 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
     for number, run in runs.items():
         if number in only:
             load_before, started, started_at = machine.load_average(), time.monotonic(), machine.now()
-            section = run()
+            section = run_one(number, run)
             section.measured = (
                 f"from {started_at}, in {(time.monotonic() - started) / 60:.1f} min; load average "
                 f"(1/5/15 min) {load_before} before, {machine.load_average()} after"
@@ -104,10 +106,26 @@ def run_sections(ws: BenchWorkspace, args: argparse.Namespace) -> list[Section]:
     return sections
 
 
+def run_one(number: int, run: Callable[[], Section]) -> Section:
+    """Run one comparison; one that crashes is a FAIL row saying why, and the others still run.
+
+    A full ``make bench`` takes hours: a comparison broken by a change elsewhere (a renamed
+    setting, a task that now fails) must not throw away the ones measured before and after it.
+    """
+    try:
+        return run()
+    except Exception as error:
+        traceback.print_exc()
+        section = Section(number, f"comparison #{number}", "A", "B")
+        section.rows.append(Row(f"did not run: {type(error).__name__}: {error}"[:300], "—", verdict=FAIL))
+        return section
+
+
 def task_cost(sections: list[Section]) -> float | None:
     """Airflow's fixed per-task cost measured by #1 in this run, if it ran."""
     overhead_section = next((section for section in sections if section.number == 1), None)
-    return median(overhead_section.samples["airflow_noop"]) if overhead_section else None
+    noop = overhead_section.samples.get("airflow_noop") if overhead_section else None
+    return median(noop) if noop else None
 
 
 def connect_comparison(ws: BenchWorkspace, reps: int, sizes: tuple[int, ...]) -> Section:

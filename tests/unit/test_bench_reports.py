@@ -67,3 +67,25 @@ def test_connect_comparison_names_airflows_fixed_cost_and_failed_arms():
     assert "8.1 s is Airflow's fixed cost per task" in causes and "would give 1.88x" in causes
     assert "30.0 s is Airflow's fixed cost per DAG" in causes
     assert "Failed, not measured: connect step_read (repetition 1): boom" in section.notes
+
+
+def test_a_comparison_that_crashes_is_a_fail_row_and_the_others_still_run(monkeypatch):
+    """`make bench` takes hours: one broken comparison must not throw away the others' figures."""
+    import argparse
+
+    from benchmarks import overhead, parse_cost
+    from benchmarks import run as bench_run
+    from benchmarks.results import FAIL, Section
+
+    def broken(ws, reps):
+        raise KeyError("ICEBERG_BENCH_SUBMIT_RECORD")
+
+    monkeypatch.setattr(overhead, "run", broken)
+    monkeypatch.setattr(parse_cost, "run", lambda ws, reps: Section(2, "parse", "A", "B"))
+    args = argparse.Namespace(
+        only="1,2", repetitions=1, quick=True, batches=None, cluster_rows=None
+    )
+    first, second = bench_run.run_sections(ws=None, args=args)
+    assert first.failed and first.rows[0].verdict == FAIL and "KeyError" in first.rows[0].measure
+    assert (second.number, second.failed) == (2, False)
+    assert bench_run.task_cost([first]) is None  # #3 then runs without #1's fixed cost
