@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg.catalog.pyiceberg_path import clock_refusal
 from airflow_iceberg.jobs.snapshot_history import TableHistory, history_from_metadata
 from airflow_iceberg.jobs.table_state import TableNotFoundError
 
@@ -132,15 +133,19 @@ class PyicebergTableRefs:
     def create_tag(self, name: str, snapshot_id: int, *, replace: bool, retain: Retention | None) -> None:
         from pyiceberg.table.refs import SnapshotRefType
 
+        # CREATE TAG: the tag must not exist; OR REPLACE: it must be where the decision saw it (a
+        # swap, no clobber). Pinned here, not per try: a try that failed because another writer
+        # moved the tag must not take the moved tag as the one to replace.
+        decided = (self._last or self.read()).metadata.refs.get(name) if replace else None
+        expected = decided.snapshot_id if decided is not None else None
+
         def change(current: Table) -> tuple[Sequence[Any], Sequence[Any]]:
             existing = current.metadata.refs.get(name)
             if replace and existing is not None and existing.snapshot_ref_type != SnapshotRefType.TAG:
                 raise ValueError(f"Ref {name} is a branch not a tag")  # Iceberg's replaceTag refuses it
-            kept = existing if replace else None
             age = {"max_ref_age_ms": retain.ms} if retain is not None else {}
-            update = set_ref(name, snapshot_id, SnapshotRefType.TAG, kept, **age)
-            # CREATE TAG: the tag must not exist; OR REPLACE: it must be what it is now (a swap, no clobber)
-            return [update], [ref_is(name, kept.snapshot_id if kept is not None else None)]
+            update = set_ref(name, snapshot_id, SnapshotRefType.TAG, existing if replace else None, **age)
+            return [update], [ref_is(name, expected)]
 
         self.commit(change)
 
@@ -187,6 +192,8 @@ class PyicebergTableRefs:
             )
             for requirement in checks:
                 requirement.validate(current.metadata)
+            if self._writes_metadata_files and (behind := clock_refusal(current.metadata)):
+                raise ValueError(f"{behind}. Nothing was changed")  # a later writer's clock got ahead
             try:
                 response = current.catalog.commit_table(current, tuple(checks), tuple(updates))
             except CommitFailedException:

@@ -24,9 +24,10 @@ pyiceberg is imported inside the functions: DAG parsing never loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg.catalog.config import CatalogConfig, field_error
@@ -51,22 +52,64 @@ def pyiceberg_properties(config: CatalogConfig) -> dict[str, str]:
             f"a {config.kind} catalog cannot be read with pyiceberg; "
             f"the snapshot sensor supports {', '.join(PYICEBERG_KINDS)}",
         )
-    properties = {k: v for k, v in catalog_properties(config).items() if not k.startswith("jdbc.")}
+    everything = catalog_properties(config)
+    properties = {k: v for k, v in everything.items() if not k.startswith("jdbc.")}
     if config.kind == "hive" and properties.get("uri"):  # pyiceberg splits a list on "," without trimming
         properties["uri"] = ",".join(uri.strip() for uri in properties["uri"].split(",") if uri.strip())
     if config.kind == "jdbc":
         properties["type"] = "sql"
         password = config.password or config.uri_password
-        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, password)
+        driver = driver_properties(everything)
+        properties["uri"] = sqlalchemy_url(str(config.uri), config.login, password, driver)
     return properties
 
 
-def sqlalchemy_url(jdbc_url: str, login: str | None = None, password: str | None = None) -> str:
+#: Iceberg JdbcCatalog's own ``jdbc.`` settings, which its driver ignores.
+ICEBERG_JDBC_KEYS = ("schema-version", "init-catalog-tables", "strict-mode")
+#: What a pgjdbc property that chooses who connects, or how the connection is secured, starts with.
+_IDENTITY_PREFIXES = ("ssl", "gss", "jaas", "kerberos", "sspi", "auth", "password", "user", "service")
+#: Those that :func:`~airflow_iceberg.jdbc_urls.libpq_parameters` or the URL's user and password take.
+_TRANSLATED = {"ssl", "sslmode", "sslcert", "sslkey", "sslrootcert", "gssencmode", "user", "password"}
+
+
+def driver_properties(properties: dict[str, str]) -> dict[str, str]:
+    """The ``jdbc.<name>`` catalog properties Iceberg's JdbcCatalog gives its JDBC driver, by ``<name>``."""
+    return {
+        key[len("jdbc.") :]: value
+        for key, value in properties.items()
+        if key.startswith("jdbc.") and key[len("jdbc.") :] not in ICEBERG_JDBC_KEYS
+    }
+
+
+def untranslated_identity_properties(config: CatalogConfig) -> list[str]:
+    """The driver properties (URL or ``jdbc.*``) choosing identity or TLS that libpq would not get.
+
+    Iceberg's JdbcCatalog gives every one of them to pgjdbc; a client that dropped one would connect
+    as someone else (libpq's defaults: the OS user, ``sslmode=prefer``) or with weaker TLS.
+    """
+    if not str(config.uri or "").startswith("jdbc:postgresql:"):
+        return []
+    names = [name for name, _ in parse_jdbc_url(str(config.uri)).properties]
+    names += list(driver_properties(catalog_properties(config)))
+    lowered = {name: name.lower() for name in names}
+    return sorted(
+        name for name, low in lowered.items() if low.startswith(_IDENTITY_PREFIXES) and low not in _TRANSLATED
+    )
+
+
+def sqlalchemy_url(
+    jdbc_url: str,
+    login: str | None = None,
+    password: str | None = None,
+    driver: Mapping[str, str] | None = None,
+) -> str:
     """The SQLAlchemy URL of a ``jdbc:sqlite:`` or ``jdbc:postgresql:`` catalog database.
 
     PostgreSQL: the host (several: libpq's ``host=a,b&port=5432,5433``, which SQLAlchemy's psycopg2
     dialect passes on as they are), the database, and the libpq parameters of
     :func:`~airflow_iceberg.jdbc_urls.libpq_parameters` (the schema as ``options``, ``sslmode`` ...).
+    ``driver`` holds the properties JdbcCatalog gives the driver beside the URL (``jdbc.user``,
+    ``jdbc.sslmode`` ...); the URL's own win, as pgjdbc lets them.
     """
     if jdbc_url.startswith("jdbc:sqlite:"):
         path = jdbc_url[len("jdbc:sqlite:") :].split("?", 1)[0]
@@ -75,6 +118,8 @@ def sqlalchemy_url(jdbc_url: str, login: str | None = None, password: str | None
         return f"sqlite:///{path}"
     if jdbc_url.startswith("jdbc:postgresql:"):
         jdbc = parse_jdbc_url(jdbc_url)
+        if driver:
+            jdbc = dataclasses.replace(jdbc, properties=(*driver.items(), *jdbc.properties))
         parameters = libpq_parameters(jdbc)
         user = login or jdbc.property("user")
         secret = password or jdbc.property("password")

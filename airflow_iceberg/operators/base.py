@@ -66,6 +66,7 @@ from airflow_iceberg.operators.lineage import TableLineageMixin, check_partition
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
 from airflow_iceberg.operators.spark_defaults import (
+    deployment_properties,
     deployment_property,
     jvm_system_property,
 )
@@ -492,6 +493,13 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, SparkSubmi
         """The environment spark-submit starts with (see :mod:`.spark_submit_env`)."""
         env_vars = None if "k8s" in self._master() else self.env_vars
         return spark_submit_environment(os.environ, env_vars)
+
+    def _submit_properties(self) -> dict[str, str]:
+        """The Spark properties spark-submit starts with: the deployment's properties file, then ``conf``."""
+        environment = self._submit_environment()
+        binary = getattr(self, "spark_binary", None) or "spark-submit"
+        found = deployment_properties(self.properties_file, environment, binary)
+        return {**found, **{str(key): str(value) for key, value in (self.conf or {}).items()}}
 
     def _submit_property(self, key: str) -> str | None:
         """``key`` as spark-submit sees it: the operator's ``conf``, else the deployment's properties file."""

@@ -32,6 +32,7 @@ from airflow_iceberg.exceptions import IcebergJobError, InvalidSpecError
 from airflow_iceberg.jobs.error_text import describe_error
 from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
+from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
 from airflow_iceberg.operators.lineage import catalog_of
 
@@ -68,7 +69,8 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
         if self.engine == "spark":
             return None
         config = catalog_of(spec.table, configs)
-        refs, refused = self._pyiceberg_refs(spec, config, over_connect)
+        refused = self._earlier_tries_spark_work(context, over_connect)
+        refs, refused = (None, refused) if refused else self._pyiceberg_refs(spec, config, over_connect)
         if refs is None:
             if self.engine == "pyiceberg":
                 raise InvalidSpecError(
@@ -92,6 +94,32 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
 
         return {"status": "success", **result, "lineage": describe_lineage(spec.table, refs.metadata)}
 
+    def _earlier_tries_spark_work(self, context: Context, over_connect: bool) -> str | None:
+        """Why this retry keeps the Spark path: an earlier try of its commit id may still run Spark work.
+
+        That try may have taken the Spark path (a worker without pyiceberg, ``engine="spark"``, a
+        table that then needed it) and still be committing: a cluster-mode driver outlives its
+        worker, and Spark Connect operations outlive their client. Only the Spark path settles
+        them first (``durable`` reconnects to the stored application; the Connect run waits for,
+        or interrupts, the earlier try's operations); a commit from the worker beside them could be
+        undone or repeated by theirs (a rollback rolled back twice).
+        """
+        if context.get("ti") is None:
+            return None
+        store = context.get("task_state_store")
+        if store is not None and store.get(self.external_id_key):
+            return (
+                "an earlier try's Spark application (stored by durable execution) may still be running, "
+                "and only the Spark path reconnects to it instead of committing beside it"
+            )
+        tries = self._try_numbers(context)
+        if over_connect and tries is not None and tries.current > tries.first:
+            return (
+                "an earlier try's Spark Connect operations may still be running, and only the Spark "
+                "path settles them before it commits"
+            )
+        return None
+
     def _pyiceberg_refs(
         self, spec: ActionSpec, config: CatalogConfig, over_connect: bool
     ) -> tuple[PyicebergTableRefs | None, str | None]:
@@ -101,7 +129,12 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
                 "pyiceberg is not installed in this worker (it comes with airflow-iceberg's extras "
                 "'sensors' and 'cluster')"
             )
-        refused = catalog_refusal(config, self.conf, over_connect)
+        # Over Spark Connect the session's settings are the server's and the task's conf; spark-submit
+        # also reads the deployment's properties file.
+        spark_properties = self.conf if over_connect else self._submit_properties()
+        refused = catalog_refusal(config, spark_properties, over_connect) or root_namespace_refusal(
+            spec.table, config
+        )
         if refused is not None:
             return None, refused
         from pyiceberg.exceptions import NoSuchTableError
@@ -120,6 +153,22 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
         if loaded is not None and (refused := table_refusal(config, loaded)) is not None:
             return None, refused
         return PyicebergTableRefs(spec.table, load, loaded, writes_metadata_files=config.kind != "rest"), None
+
+
+def root_namespace_refusal(table: str, config: CatalogConfig) -> str | None:
+    """Why a two-part name headed by the catalog's name keeps the Spark path, or None.
+
+    Spark reads ``lite.orders`` as table ``orders`` in catalog ``lite``'s root namespace when
+    ``lite`` is a catalog; the worker's client would take ``lite`` for a namespace, another table.
+    """
+    parts = split_identifier(table)
+    if len(parts) == 2 and parts[0] == config.catalog_name:
+        return (
+            f"{table} names table {parts[1]!r} in the root namespace of catalog {parts[0]!r} (as Spark "
+            "reads a name headed by a catalog), which the worker's client would read as namespace "
+            f"{parts[0]!r}"
+        )
+    return None
 
 
 def pyiceberg_installed() -> bool:

@@ -7,8 +7,8 @@ the next try for an application an earlier try left); :mod:`.yarn_staging` does 
 the asking. It keeps that out of :class:`~.base.IcebergSparkSubmitOperator`, whose ``on_kill``,
 failure path and ``execute`` call it.
 
-The operator supplies ``_submit_environment``, ``_submit_property``, ``_get_hook``,
-``external_id_key``, ``properties_file``, ``conf`` and ``log``, and sets
+The operator supplies ``_submit_environment``, ``_submit_properties``, ``_submit_property``,
+``_get_hook``, ``external_id_key``, ``properties_file``, ``conf`` and ``log``, and sets
 ``_secrets_shipped_to_yarn`` when it ships the file.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from airflow_iceberg.operators.spark_defaults import deployment_properties
 from airflow_iceberg.operators.yarn_staging import (
     STAGING_DIR_KEY,
     ResourceManager,
@@ -125,11 +124,8 @@ class YarnStagingMixin:
 
     def _submit_hadoop_settings(self) -> dict[str, str]:
         """spark-submit's ``spark.hadoop.*`` settings: the properties file's, then ``conf``'s, which win."""
-        environment = self._submit_environment()
-        binary = getattr(self, "spark_binary", None) or "spark-submit"
-        found = deployment_properties(self.properties_file, environment, binary)
-        settings = {**found, **{key: str(value) for key, value in (self.conf or {}).items()}}
-        return {key: value for key, value in settings.items() if key.startswith("spark.hadoop.")}
+        properties = self._submit_properties()
+        return {key: value for key, value in properties.items() if key.startswith("spark.hadoop.")}
 
     @cached_property
     def _staging_deleted(self) -> set[str]:

@@ -568,7 +568,15 @@ def test_a_worker_without_pyiceberg_runs_the_spark_job_or_refuses_when_pyiceberg
             None,
         ),
         (CatalogConfig(catalog_type="hive", uri="thrift://m:9083", warehouse="file:///w"), None, False, None),
-        (CatalogConfig(catalog_type="glue", warehouse="s3://b/w"), None, False, None),
+        (CatalogConfig(catalog_type="glue", warehouse="s3://b/w"), None, False, "Glue commit is not"),
+        (
+            CatalogConfig(
+                catalog_type="rest", uri="http://r", catalog_properties={"rest.sigv4-enabled": "true"}
+            ),
+            None,
+            False,
+            "lacks boto3",
+        ),
         (CatalogConfig(catalog_type="hadoop", warehouse="file:///w"), None, False, "no Hadoop catalog"),
         (CatalogConfig(catalog_type="nessie", uri="http://n"), None, False, "no Nessie catalog"),
         (CatalogConfig(catalog_type=None, catalog_impl="x.Catalog"), None, False, "custom catalog_impl"),
@@ -605,15 +613,6 @@ def test_a_worker_without_pyiceberg_runs_the_spark_job_or_refuses_when_pyiceberg
             None,
             False,
             "Hadoop settings (iceberg.engine.hive.lock-enabled)",
-        ),
-        (
-            CatalogConfig(
-                catalog_type="glue",
-                catalog_properties={"lock-impl": "org.apache.iceberg.aws.dynamodb.DynamoDbLockManager"},
-            ),
-            None,
-            False,
-            "takes a lock",
         ),
     ],
 )
