@@ -11,10 +11,10 @@ for every ref its decision read (where a branch pointed, or that a tag did not e
 ``assert-table-uuid``. The catalog checks them against its current metadata in the same step
 that swaps the metadata, as it does for Iceberg's Java client: a REST server on its side; the SQL
 catalog with ``UPDATE … WHERE metadata_location = <the location it checked>``; Hive under the
-metastore's table lock, which Iceberg's HiveCatalog takes too; Glue with the table's version id.
+metastore's table lock, which Iceberg's HiveCatalog takes too.
 A concurrent commit that moved one of those refs fails the commit (pyiceberg's
 ``CommitFailedException``) and nothing changes. A concurrent commit elsewhere in the table
-(another branch's append) fails the SQL, Hive or Glue swap although the decision still holds:
+(another branch's append) fails the SQL or Hive swap although the decision still holds:
 then the change is built and checked again on the new metadata and made again, as a REST server
 does on its side and Iceberg's Java client does for a ref change, up to the table's
 ``commit.retry.num-retries`` times.
@@ -91,7 +91,7 @@ class PyicebergTableRefs:
     :param table: The table as the task names it (``catalog.namespace.table``), for messages.
     :param load: Loads the table afresh (:func:`~.pyiceberg_tables.table_loader`).
     :param loaded: The table already loaded (to choose the path), read by the first :meth:`history`.
-    :param writes_metadata_files: The client writes the new metadata file (SQL, Hive and Glue
+    :param writes_metadata_files: The client writes the new metadata file (SQL and Hive
         catalogs), so it also deletes the files Iceberg's ``write.metadata.delete-after-commit``
         drops; a REST server does both itself.
     """

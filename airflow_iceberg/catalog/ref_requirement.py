@@ -3,7 +3,7 @@
 ``assert-ref-snapshot-id``, the only ref requirement in Iceberg's REST spec, names a ref's
 snapshot. A ``set-snapshot-ref`` carries the whole ref, retention included, so a ref change built
 on metadata read before another writer's ``REPLACE BRANCH … RETAIN`` would write the old retention
-back: the snapshot still matches. pyiceberg's SQL, Hive and Glue catalogs load the table
+back: the snapshot still matches. pyiceberg's SQL and Hive catalogs load the table
 themselves inside ``commit_table`` and apply the updates to *that* metadata after checking each
 requirement's :meth:`validate` on it, in the same step as their atomic swap; this requirement fails
 that check when the ref differs in any field from the one the change was built on, and the
