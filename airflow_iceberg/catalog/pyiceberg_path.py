@@ -69,6 +69,13 @@ JAVA_ONLY_PREFIXES = (
     "s3.write.storage-class",
     "adls.auth.shared-key.",
 )
+#: ``spark.hadoop.*`` settings Iceberg's catalog clients or HadoopFileIO read (file systems, the
+#: metastore, Iceberg's own, Hadoop security and RPC): the worker's client would not. YARN's or
+#: MapReduce's (EMR's spark-defaults.conf sets some) change nothing the step does.
+CLIENT_HADOOP_PREFIXES = tuple(
+    f"spark.hadoop.{prefix}"
+    for prefix in ("fs.", "hive.", "iceberg.", "hadoop.security.", "hadoop.rpc.", "dfs.", "metastore.")
+)
 #: How far a log may run backwards before Iceberg's Java ``TableMetadata`` refuses it (ONE_MINUTE).
 CLOCK_TOLERANCE_MS = 60_000
 _WHY_KIND = {
@@ -105,6 +112,22 @@ def catalog_refusal(config: CatalogConfig, conf: Mapping[str, Any] | None, over_
         properties = pyiceberg_properties(config)
     except InvalidCatalogConfigError as error:
         return str(error)
+    if refused := client_refusal(config, properties):
+        return refused
+    if kind == "rest":
+        return None  # the server writes the metadata: the client's file systems play no part
+    hadoop = sorted(config.hadoop_properties) + sorted(
+        key for key in conf or {} if key.startswith(CLIENT_HADOOP_PREFIXES)
+    )
+    if hadoop:
+        named = ", ".join(hadoop)
+        return f"its Hadoop settings ({named}) configure Hadoop's clients, which pyiceberg does not use"
+    return None
+
+
+def client_refusal(config: CatalogConfig, properties: Mapping[str, str]) -> str | None:
+    """Why the worker's client would not reach the catalog as the Spark job's does, or None."""
+    kind = config.kind
     if java_only := sorted(key for key in properties if key.startswith(JAVA_ONLY_PREFIXES)):
         return (
             f"the catalog sets client or FileIO settings pyiceberg does not have ({', '.join(java_only)}): "
@@ -115,14 +138,13 @@ def catalog_refusal(config: CatalogConfig, conf: Mapping[str, Any] | None, over_
             f"the JDBC driver gets identity or TLS settings libpq has no equivalent for "
             f"({', '.join(untranslated)})"
         )
+    if kind == "hive" and str(properties.get("hive.kerberos-authentication", "false")).lower() == "true":
+        return (
+            "the metastore is kerberized: the worker's Kerberos ticket is not necessarily the identity "
+            "the Spark job commits as"
+        )
     if missing := missing_client(kind, properties):
         return f"this worker lacks {missing}, which pyiceberg's {kind} catalog needs"
-    if kind == "rest":
-        return None  # the server writes the metadata: the client's file systems play no part
-    hadoop = sorted(config.hadoop_properties) + sorted(k for k in conf or {} if k.startswith("spark.hadoop."))
-    if hadoop:
-        named = ", ".join(hadoop)
-        return f"its Hadoop settings ({named}) configure Hadoop's clients, which pyiceberg does not use"
     return None
 
 

@@ -109,6 +109,7 @@ class PyicebergTableRefs:
         self._last: Table | None = None  # the table as last read, until a commit changes it
         self._writes_metadata_files = writes_metadata_files
         self._uuid: Any = None
+        self._decided: TableMetadata | None = None
         #: The table's metadata as last read or committed: what the step's lineage describes.
         self.metadata: TableMetadata | None = loaded.metadata if loaded is not None else None
 
@@ -128,15 +129,18 @@ class PyicebergTableRefs:
         return loaded
 
     def history(self) -> TableHistory:
-        return history_of(self.table, self.read())
+        loaded = self.read()
+        self._decided = loaded.metadata  # what the step decides on, even after its marker's commit
+        return history_of(self.table, loaded)
 
     def create_tag(self, name: str, snapshot_id: int, *, replace: bool, retain: Retention | None) -> None:
         from pyiceberg.table.refs import SnapshotRefType
 
         # CREATE TAG: the tag must not exist; OR REPLACE: it must be where the decision saw it (a
-        # swap, no clobber). Pinned here, not per try: a try that failed because another writer
-        # moved the tag must not take the moved tag as the one to replace.
-        decided = (self._last or self.read()).metadata.refs.get(name) if replace else None
+        # swap, no clobber). Pinned to the decision's read, not per try nor after the marker's
+        # commit: a tag another writer moved since must not be taken for the one to replace.
+        decision = self._decided or (self._last or self.read()).metadata
+        decided = decision.refs.get(name) if replace else None
         expected = decided.snapshot_id if decided is not None else None
 
         def change(current: Table) -> tuple[Sequence[Any], Sequence[Any]]:
@@ -190,10 +194,10 @@ class PyicebergTableRefs:
                 *self._refs_as_built(current, updates),
                 AssertTableUUID(uuid=self._uuid or current.metadata.table_uuid),
             )
-            for requirement in checks:
-                requirement.validate(current.metadata)
             if self._writes_metadata_files and (behind := clock_refusal(current.metadata)):
                 raise ValueError(f"{behind}. Nothing was changed")  # a later writer's clock got ahead
+            for requirement in checks:
+                requirement.validate(current.metadata)
             try:
                 response = current.catalog.commit_table(current, tuple(checks), tuple(updates))
             except CommitFailedException:
@@ -214,7 +218,8 @@ class PyicebergTableRefs:
 
 
     def _refs_as_built(self, current: Table, updates: Sequence[Any]) -> list[Any]:
-        """For a catalog that swaps in the client: each ref set is still exactly as the change read it.
+        """For a catalog that swaps in the client: each ref set is still exactly as the change read it,
+        and this worker's clock is not behind the metadata it stamps (:func:`~.pyiceberg_path.clock_refusal`).
 
         A ``set-snapshot-ref`` keeps the ref's retention as read; the catalog applies it to the
         metadata it loads inside ``commit_table``. Requiring the whole ref (not only its snapshot)
@@ -225,12 +230,15 @@ class PyicebergTableRefs:
             return []
         from pyiceberg.table.update import SetSnapshotRefUpdate
 
-        from airflow_iceberg.catalog.ref_requirement import AssertRefUnchanged
+        from airflow_iceberg.catalog.ref_requirement import AssertClockNotBehind, AssertRefUnchanged
 
         return [
-            AssertRefUnchanged(ref=update.ref_name, expected=current.metadata.refs.get(update.ref_name))
-            for update in updates
-            if isinstance(update, SetSnapshotRefUpdate)
+            *(
+                AssertRefUnchanged(ref=update.ref_name, expected=current.metadata.refs.get(update.ref_name))
+                for update in updates
+                if isinstance(update, SetSnapshotRefUpdate)
+            ),
+            AssertClockNotBehind(),  # the catalog stamps the metadata it loads inside the swap
         ]
 
 

@@ -121,7 +121,7 @@ def sqlalchemy_url(
         if driver:
             jdbc = dataclasses.replace(jdbc, properties=(*driver.items(), *jdbc.properties))
         parameters = libpq_parameters(jdbc)
-        user = login or jdbc.property("user")
+        user = jdbc.property("user") or login  # pgjdbc: the URL's user wins over the Login (jdbc.user)
         secret = password or jdbc.property("password")
         auth = ""
         if user:

@@ -1,4 +1,4 @@
-"""A commit requirement that a ref is exactly as read, snapshot *and* retention, for client-side swaps.
+"""Commit requirements the client-side swaps check: a ref exactly as read, and the worker's clock.
 
 ``assert-ref-snapshot-id``, the only ref requirement in Iceberg's REST spec, names a ref's
 snapshot. A ``set-snapshot-ref`` carries the whole ref, retention included, so a ref change built
@@ -40,3 +40,22 @@ class AssertRefUnchanged(ValidatableTableRequirement):
                 f"Requirement failed: ref {self.ref} changed since the commit was built: "
                 f"expected {self.expected}, found {current}"
             )
+
+
+class AssertClockNotBehind(ValidatableTableRequirement):
+    """This worker's clock is not more than a minute behind the metadata the catalog swaps.
+
+    The client stamps ``last-updated-ms`` and the log entries of the metadata it loaded inside
+    ``commit_table``, which may be newer than any the step read; Iceberg's Java client cannot load a
+    log that runs backwards (:func:`~airflow_iceberg.catalog.pyiceberg_path.clock_refusal`).
+    """
+
+    type: Literal["airflow-iceberg-assert-clock-not-behind"] = Field(
+        default="airflow-iceberg-assert-clock-not-behind"
+    )
+
+    def validate(self, base_metadata: TableMetadata | None) -> None:
+        from airflow_iceberg.catalog.pyiceberg_path import clock_refusal
+
+        if base_metadata is not None and (behind := clock_refusal(base_metadata)):
+            raise CommitFailedException(f"Requirement failed: {behind}")

@@ -34,6 +34,7 @@ from airflow_iceberg.jobs.spec.action import ActionSpec
 from airflow_iceberg.jobs.spec.branches import PublishSpec, RollbackSpec, TagSpec
 from airflow_iceberg.jobs.spec.identifiers import split_identifier
 from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+from airflow_iceberg.operators.cluster_mode import SUBMITTED_FOR_KEY
 from airflow_iceberg.operators.lineage import catalog_of
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 #: The values of ``engine``.
 ENGINES = ("auto", "pyiceberg", "spark")
+#: The task state store's key for the commit id whose step last took the Spark path.
+SPARK_STARTED_KEY = "airflow_iceberg_spark_path_for"
 
 
 class IcebergRefStepOperator(IcebergSparkSubmitOperator):
@@ -104,21 +107,32 @@ class IcebergRefStepOperator(IcebergSparkSubmitOperator):
         or interrupts, the earlier try's operations); a commit from the worker beside them could be
         undone or repeated by theirs (a rollback rolled back twice).
         """
-        if context.get("ti") is None:
+        if context.get("ti") is None or self.engine == "pyiceberg":  # no try of it ran Spark
             return None
         store = context.get("task_state_store")
-        if store is not None and store.get(self.external_id_key):
+        # durable keeps the job across clears: only one stored for this commit id is still this step's
+        stored = store is not None and store.get(self.external_id_key)
+        if stored and store.get(SUBMITTED_FOR_KEY) == self._cluster_commit_id(context):
             return (
-                "an earlier try's Spark application (stored by durable execution) may still be running, "
-                "and only the Spark path reconnects to it instead of committing beside it"
+                "an earlier try's Spark application (stored by durable execution) may still be "
+                "running, and only the Spark path reconnects to it instead of committing beside it"
             )
         tries = self._try_numbers(context)
-        if over_connect and tries is not None and tries.current > tries.first:
-            return (
-                "an earlier try's Spark Connect operations may still be running, and only the Spark "
-                "path settles them before it commits"
-            )
-        return None
+        if not over_connect or tries is None or tries.current == tries.first:
+            return None
+        if store is not None and store.get(SPARK_STARTED_KEY) != self._commit_id(context):
+            return None  # the earlier tries of this commit id all ran in the worker
+        return (
+            "an earlier try's Spark Connect operations may still be running, and only the Spark "
+            "path settles them before it commits"
+        )
+
+    def _run_spark_job(self, context: Context, spec: ActionSpec, *args: Any, **kwargs: Any) -> Any:
+        """The Spark job, after noting in the task state store that this commit id took the Spark path."""
+        store = context.get("task_state_store")
+        if store is not None and context.get("ti") is not None:
+            store.set(SPARK_STARTED_KEY, self._commit_id(context))
+        return super()._run_spark_job(context, spec, *args, **kwargs)
 
     def _pyiceberg_refs(
         self, spec: ActionSpec, config: CatalogConfig, over_connect: bool

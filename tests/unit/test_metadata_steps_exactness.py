@@ -667,3 +667,25 @@ def test_a_retry_over_spark_connect_keeps_the_spark_path_which_settles_the_earli
     context["ti"].try_number = 2  # Airflow's retry of the same commit id
     assert "Spark Connect operations" in op._earlier_tries_spark_work(context, over_connect=True)
     assert op._earlier_tries_spark_work(context, over_connect=False) is None  # a client-mode driver died
+
+
+def test_over_spark_connect_the_state_store_tells_a_retry_which_path_its_earlier_tries_took(monkeypatch):
+    """With a task state store, a retry keeps the Spark path only after a try of its commit id took it."""
+    from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+    from airflow_iceberg.operators.metadata_steps import SPARK_STARTED_KEY
+
+    class Store(dict):
+        def set(self, key, value):
+            self[key] = value
+
+    op = IcebergTagOperator(task_id="tag", table=TABLE, tag="eod", retries=2)
+    context = _context("tag")
+    context["ti"].try_number, context["ti"].max_tries = 1, 2
+    context["task_state_store"] = store = Store()
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_spark_job", lambda self, *a, **k: {"status": "ok"})
+    op._run_spark_job(context, op.build_spec())  # try 1 took the Spark path (and its worker died)
+    assert store[SPARK_STARTED_KEY] == op._commit_id(context)
+    context["ti"].try_number = 2
+    assert "Spark Connect operations" in op._earlier_tries_spark_work(context, over_connect=True)
+    store[SPARK_STARTED_KEY] = "another commit id (before a clear)"
+    assert op._earlier_tries_spark_work(context, over_connect=True) is None
