@@ -71,8 +71,9 @@ def read(spark, table: str, snapshot: str | None, options: argparse.Namespace) -
         current = latest(spark, table)["snapshot_id"]
         parent = spark.sql(f"SELECT parent_id FROM {table}.snapshots WHERE snapshot_id = {current}").first()
         snapshot = str(parent.parent_id)
-    reader = spark.read.option("versionAsOf", snapshot) if snapshot else spark.read
-    df = reader.table(table)
+    # VERSION AS OF, as a user writes time travel in Spark SQL (DataFrameReader.table ignores
+    # a versionAsOf option on Spark 3.5: it read the current snapshot)
+    df = spark.sql(f"SELECT * FROM {table} VERSION AS OF {int(snapshot)}") if snapshot else spark.table(table)
     preview = [row.asDict() for row in df.limit(options.preview).collect()]
     if options.sink:
         df.writeTo(options.sink).createOrReplace()
