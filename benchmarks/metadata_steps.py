@@ -128,10 +128,14 @@ def summarize(samples: dict[str, list[float]]) -> Section:
             )
         )
         if ours > TARGET_SECONDS:
+            waited = (
+                f" but {fmt(cpu_ours)} of CPU time: the rest is waiting for the cores other processes held"
+                if ours > 1.1 * cpu_ours
+                else f", all of it CPU time ({fmt(cpu_ours)}): the step waited for no other process"
+            )
             section.misses.append(
                 f"{step} through pyiceberg took {fmt(ours)} of wall time (spread "
-                f"{spread(samples[f'{step}_pyiceberg'])}) but {fmt(cpu_ours)} of CPU time: the rest is "
-                "waiting for the cores other processes held. Of that CPU time, importing pyiceberg's "
+                f"{spread(samples[f'{step}_pyiceberg'])}){waited}. Of that CPU time, importing pyiceberg's "
                 f"catalog modules in a fresh task process took {fmt(imports)}; the step's own reads and "
                 "commit the remainder"
             )

@@ -117,7 +117,9 @@ def run_one(number: int, run: Callable[[], Section]) -> Section:
     except Exception as error:
         traceback.print_exc()
         section = Section(number, f"comparison #{number}", "A", "B")
-        section.rows.append(Row(f"did not run: {type(error).__name__}: {error}"[:300], "—", verdict=FAIL))
+        first_line = (str(error).splitlines() or [""])[0]  # a table row: the rest is in the run's output
+        why = f"did not run: {type(error).__name__}: {first_line}"[:300]
+        section.rows.append(Row(why, "—", verdict=FAIL))
         return section
 
 

@@ -78,7 +78,7 @@ def test_a_comparison_that_crashes_is_a_fail_row_and_the_others_still_run(monkey
     from benchmarks.results import FAIL, Section
 
     def broken(ws, reps):
-        raise KeyError("ICEBERG_BENCH_SUBMIT_RECORD")
+        raise RuntimeError("peer read_snapshot counted [6], not 3:\n<the task's whole log>")
 
     monkeypatch.setattr(overhead, "run", broken)
     monkeypatch.setattr(parse_cost, "run", lambda ws, reps: Section(2, "parse", "A", "B"))
@@ -86,6 +86,7 @@ def test_a_comparison_that_crashes_is_a_fail_row_and_the_others_still_run(monkey
         only="1,2", repetitions=1, quick=True, batches=None, cluster_rows=None
     )
     first, second = bench_run.run_sections(ws=None, args=args)
-    assert first.failed and first.rows[0].verdict == FAIL and "KeyError" in first.rows[0].measure
+    assert first.failed and first.rows[0].verdict == FAIL
+    assert first.rows[0].measure == "did not run: RuntimeError: peer read_snapshot counted [6], not 3:"
     assert (second.number, second.failed) == (2, False)
     assert bench_run.task_cost([first]) is None  # #3 then runs without #1's fixed cost
