@@ -143,6 +143,17 @@ class _Store(dict):
         self.pop(key, None)
 
 
+def _on_the_cluster(monkeypatch, spark_job) -> None:
+    """The operators in cluster deploy mode, durably tracked, their Spark job replaced by ``spark_job``."""
+    from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
+
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_driver_runs_on_the_cluster", lambda self: True)
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_untracked_driver_refusal", lambda self, ctx: None)
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_refuse_what_cannot_run", lambda self, *a: None)
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_for_the_cluster", lambda self, spec: spec)
+    monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_spark_job", spark_job)
+
+
 def test_a_retry_does_not_roll_back_in_the_worker_beside_its_earlier_trys_cluster_driver(lake, monkeypatch):
     """Promised: exactly-once across paths -- "never rolling back a commit that landed after".
 
@@ -161,7 +172,6 @@ def test_a_retry_does_not_roll_back_in_the_worker_beside_its_earlier_trys_cluste
     """
     from airflow_iceberg.catalog.pyiceberg_refs import PyicebergTableRefs
     from airflow_iceberg.jobs.retry_markers import record_snapshot
-    from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
     from airflow_iceberg.operators.cluster_mode import SUBMITTED_FOR_KEY
 
     main, audited = _audited_branch(lake)
@@ -183,11 +193,7 @@ def test_a_retry_does_not_roll_back_in_the_worker_beside_its_earlier_trys_cluste
         reconnected.append(store[self.external_id_key])
         return {"status": "success", "table": spec.table}
 
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_driver_runs_on_the_cluster", lambda self: True)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_untracked_driver_refusal", lambda self, ctx: None)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_refuse_what_cannot_run", lambda self, *a: None)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_for_the_cluster", lambda self, spec: spec)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_spark_job", reconnect_to_the_stored_driver)
+    _on_the_cluster(monkeypatch, reconnect_to_the_stored_driver)
     op.execute(context)
     assert _refs(lake)["main"] == audited, "the worker rolled main back beside the still-running driver"
     assert reconnected == ["application_1700000000000_0001"]
@@ -674,14 +680,10 @@ def test_over_spark_connect_the_state_store_tells_a_retry_which_path_its_earlier
     from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
     from airflow_iceberg.operators.metadata_steps import SPARK_STARTED_KEY
 
-    class Store(dict):
-        def set(self, key, value):
-            self[key] = value
-
     op = IcebergTagOperator(task_id="tag", table=TABLE, tag="eod", retries=2)
     context = _context("tag")
     context["ti"].try_number, context["ti"].max_tries = 1, 2
-    context["task_state_store"] = store = Store()
+    context["task_state_store"] = store = _Store()
     monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_spark_job", lambda self, *a, **k: {"status": "ok"})
     op._run_spark_job(context, op.build_spec())  # try 1 took the Spark path (and its worker died)
     assert store[SPARK_STARTED_KEY] == op._commit_id(context)

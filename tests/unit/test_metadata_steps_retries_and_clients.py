@@ -29,17 +29,7 @@ from tests.unit.test_metadata_steps import (  # noqa: F401
     _the_spark_job,
     lake,
 )
-
-
-class _Store(dict):
-    """The task state store Airflow's ``durable`` execution keeps per task instance (kept across clears)."""
-
-    def set(self, key, value):
-        self[key] = value
-
-    def delete(self, key):
-        self.pop(key, None)
-
+from tests.unit.test_metadata_steps_exactness import _on_the_cluster, _Store
 
 # ------------------------------------------------- 3. the CREATE OR REPLACE TAG pin
 
@@ -113,7 +103,6 @@ def test_a_cleared_task_is_not_held_on_the_spark_path_by_its_earlier_runs_finish
     Fix: refuse only when ``store.get(SUBMITTED_FOR_KEY)`` is this try's commit id
     (``_cluster_commit_id``), as ``_forget_another_commits_job`` decides "a retry" vs "a clear".
     """
-    from airflow_iceberg.operators.base import IcebergSparkSubmitOperator
     from airflow_iceberg.operators.cluster_mode import SUBMITTED_FOR_KEY
 
     main, _ = _audited_branch(lake)
@@ -134,11 +123,7 @@ def test_a_cleared_task_is_not_held_on_the_spark_path_by_its_earlier_runs_finish
         spark.append(spec.table)
         return {"status": "success", "table": spec.table}
 
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_driver_runs_on_the_cluster", lambda self: True)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_untracked_driver_refusal", lambda self, ctx: None)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_refuse_what_cannot_run", lambda self, *a: None)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_for_the_cluster", lambda self, spec: spec)
-    monkeypatch.setattr(IcebergSparkSubmitOperator, "_run_spark_job", spark_job)
+    _on_the_cluster(monkeypatch, spark_job)
     op.execute(cleared)
     assert spark == [], "the clear ran the Spark job because of another commit id's finished application"
     assert _refs(lake)["eod"] == main
