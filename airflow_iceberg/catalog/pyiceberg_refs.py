@@ -191,7 +191,7 @@ class PyicebergTableRefs:
             updates, requirements = change(current)
             checks = (
                 *requirements,
-                *self._refs_as_built(current, updates),
+                *self._client_swap_requirements(current, updates),
                 AssertTableUUID(uuid=self._uuid or current.metadata.table_uuid),
             )
             if self._writes_metadata_files and (behind := clock_refusal(current.metadata)):
@@ -217,9 +217,10 @@ class PyicebergTableRefs:
         raise AssertionError("unreachable: the last try returns or raises")
 
 
-    def _refs_as_built(self, current: Table, updates: Sequence[Any]) -> list[Any]:
-        """For a catalog that swaps in the client: each ref set is still exactly as the change read it,
-        and this worker's clock is not behind the metadata it stamps (:func:`~.pyiceberg_path.clock_refusal`).
+    def _client_swap_requirements(self, current: Table, updates: Sequence[Any]) -> list[Any]:
+        """What a catalog that swaps in the client also checks: each ref set is exactly as the change
+        read it, and this worker's clock is not behind the metadata it stamps
+        (:func:`~.pyiceberg_path.clock_refusal`).
 
         A ``set-snapshot-ref`` keeps the ref's retention as read; the catalog applies it to the
         metadata it loads inside ``commit_table``. Requiring the whole ref (not only its snapshot)
