@@ -120,11 +120,7 @@ class BenchDeployment:
         print(f"==> starting an Airflow deployment in {home}", file=sys.stderr, flush=True)
         with AirflowDeployment.running(home, dags, full_env, components, full_settings) as airflow:
             deployment = cls(airflow, probe_dir)
-            for dag_id in dag_ids(dag_files):
-                airflow.wait_for(
-                    lambda dag_id=dag_id: airflow.query("SELECT 1 FROM dag WHERE dag_id = ?", dag_id),
-                    f"{dag_id} to be parsed",
-                )
+            airflow.wait_for_dags(*dag_ids(dag_files))
             yield deployment
 
     # ------------------------------------------------------------------ connections and runs

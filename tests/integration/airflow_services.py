@@ -30,6 +30,13 @@ from typing import Any
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 START_TIMEOUT_SECONDS = 120
+#: Loading a DAG file that imports the operators means importing the apache-spark provider (and,
+#: through its hook, the Kubernetes client): 3 to 10 s on 2 idle cores, and 25 to 30 s, Airflow's
+#: default ``dagbag_import_timeout``, on 2 cores shared with a Spark job and another test file. A
+#: file that times out is an import error until its next parse, 30 s later. Neither is what the
+#: tests are about, so the limit is raised and parse waits are longer than start-up waits.
+DAG_FILE_LOAD_TIMEOUT_SECONDS = 180
+PARSE_TIMEOUT_SECONDS = 360
 #: How much of each task try's log a run report keeps (its end: where a failure is told).
 REPORT_TASK_LOG_CHARS = 12_000
 
@@ -76,6 +83,9 @@ class AirflowDeployment:
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": str(DAG_FILE_LOAD_TIMEOUT_SECONDS),
+            # (the dag-processor's own limit per file, 50 s by default, must not cut it shorter)
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(DAG_FILE_LOAD_TIMEOUT_SECONDS + 30),
             **(settings or {}),
         }
         deployment = cls(home=home, env=full_env)
@@ -208,6 +218,21 @@ class AirflowDeployment:
                 return value
             time.sleep(1)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
+
+    def wait_for_dags(self, *dag_ids: str, timeout: float = PARSE_TIMEOUT_SECONDS) -> None:
+        """Wait until the dag-processor has stored each of ``dag_ids``; a timeout shows its import errors."""
+        marks = ", ".join("?" * len(dag_ids))
+
+        def parsed() -> bool:
+            stored = self.query(f"SELECT dag_id FROM dag WHERE dag_id IN ({marks})", *dag_ids)
+            return len(stored) == len(dag_ids)
+
+        try:
+            self.wait_for(parsed, f"{', '.join(dag_ids)} to be parsed", timeout)
+        except AssertionError as timed_out:
+            errors = self.query("SELECT filename, stacktrace FROM import_error")
+            shown = "\n".join(f"--- import error in {name} ---\n{trace}" for name, trace in errors)
+            raise AssertionError(f"{shown or 'no import errors recorded'}\n{timed_out}") from None
 
     def dag_runs(self, dag_id: str) -> list[tuple[str, str]]:
         return self.query("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id)

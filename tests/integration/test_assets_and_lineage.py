@@ -101,12 +101,7 @@ def deployment(tmp_path_factory):
         "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
     }
     with AirflowDeployment.running(home, ASSET_DAGS, env) as airflow:
-        airflow.wait_for(
-            lambda: (
-                len(airflow.query("SELECT dag_id FROM dag WHERE dag_id IN (?, ?)", PRODUCER, CONSUMER)) == 2
-            ),
-            "both DAGs to be parsed",
-        )
+        airflow.wait_for_dags(PRODUCER, CONSUMER)
         started = time.monotonic()
         airflow.cli("dags", "trigger", SENSOR)
         airflow.cli("dags", "trigger", RESCHEDULED)
@@ -201,12 +196,7 @@ def partitioned_runs(deployment):
     table exists and fails; it is not one of the keys checked.
     """
     airflow, warehouse, *_ = deployment
-    airflow.wait_for(
-        lambda: (
-            len(airflow.query("SELECT dag_id FROM dag WHERE dag_id IN (?, ?, ?)", SETUP, HOURLY, DAILY)) == 3
-        ),
-        "the example partition DAGs to be parsed",
-    )
+    airflow.wait_for_dags(SETUP, HOURLY, DAILY)
     started = time.monotonic()
     airflow.cli("dags", "trigger", SETUP)
     assert airflow.wait_for_dag_run(SETUP, RUN_TIMEOUT_SECONDS)[1] == "success", airflow.logs()

@@ -439,9 +439,7 @@ def scheduled(spark_connect_server, tmp_path_factory):
     # No triggerer: on Airflow 3.3 an approval waits in the awaiting_input state, not deferred.
     components = ("api-server", "scheduler", "dag-processor")
     with AirflowDeployment.running(home, dags, env, components) as airflow:
-        airflow.wait_for(
-            lambda: airflow.query("SELECT 1 FROM dag WHERE dag_id = ?", DAG_ID), "the DAG to be parsed"
-        )
+        airflow.wait_for_dags(DAG_ID)
         approved = _trigger(airflow, APPROVED_DAY, {"require_approval": True})
         airflow.wait_for(
             lambda: _run_states(airflow, approved).get("approve_publish") == "awaiting_input",
