@@ -86,10 +86,23 @@ def test_fires_on_the_newest_snapshot_that_passes_the_filters(outside_table):
 
 
 def test_by_default_only_commits_after_the_trigger_starts_count(outside_table):
+    trigger = _trigger()
+    baseline_read = threading.Event()
+    read_baseline = trigger.read_baseline
+
+    def reading_baseline(*args):
+        found = read_baseline(*args)
+        baseline_read.set()
+        return found
+
+    trigger.read_baseline = reading_baseline
+
     async def scenario():
-        events = _trigger().run()
+        events = trigger.run()
         waiting = asyncio.ensure_future(events.__anext__())
-        await asyncio.sleep(0.5)  # the trigger has fixed its baseline: the existing snapshot
+        # the trigger has fixed its baseline (the existing snapshot) and polled past it
+        assert await asyncio.to_thread(baseline_read.wait, 30)
+        await asyncio.sleep(trigger.poll_interval * 3)
         assert not waiting.done()
         await asyncio.to_thread(outside_table.append, _rows(2))
         return (await asyncio.wait_for(waiting, 30)).payload

@@ -104,15 +104,28 @@ def run_until(trigger: IcebergSnapshotTrigger, last_snapshot_id: int, timeout: f
     return asyncio.run(asyncio.wait_for(collect(), timeout))
 
 
-def started(trigger: IcebergSnapshotTrigger, store, timeout: float = 30) -> None:
-    """Start the trigger, let it take (or read back) its watermark and poll once, then stop it."""
+def started(trigger: IcebergSnapshotTrigger, store, timeout: float = 30, polls: int = 3) -> None:
+    """Start the trigger, let it take (or read back) its watermark and poll ``polls`` times, then stop it.
+
+    The polls are counted, not waited for by the clock: on a loaded machine a trigger given a
+    fixed time may not have read the table at all, and "nothing reported" would prove nothing.
+    """
+    polled = []
+    poll_since = trigger.poll_since
+
+    def counted(*args):
+        found = poll_since(*args)
+        polled.append(found)
+        return found
+
+    trigger.poll_since = counted
 
     async def briefly():
         stream = trigger.run()
         task = asyncio.ensure_future(stream.__anext__())
-        while watermark_key(trigger.watch()) not in store.values:  # stored before the first poll
+        while len(polled) < polls and not task.done():  # a poll that finds a commit reports it
             await asyncio.sleep(0.01)
-        await asyncio.sleep(trigger.poll_interval * 5)  # a few polls: nothing new to report
+        assert watermark_key(trigger.watch()) in store.values  # stored before the first poll
         assert not task.done(), f"reported {task.result().payload}"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -395,6 +408,24 @@ def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: 
     runs its triggers. Returns the snapshot ids of every event any of them yielded.
     """
 
+    polled = [0] * len(triggers)  # polls are counted, not timed: a loaded machine polls late
+
+    def counted(index, poll_since):
+        def poll(*args):
+            found = poll_since(*args)
+            polled[index] += 1
+            return found
+
+        return poll
+
+    for index, trigger in enumerate(triggers):
+        trigger.poll_since = counted(index, trigger.poll_since)
+
+    async def each_polled(times: int) -> None:
+        wanted = [count + times for count in polled]
+        while any(count < want for count, want in zip(polled, wanted, strict=True)):
+            await asyncio.sleep(0.01)
+
     async def run():
         events: list[int] = []
         streams = [t.run() for t in triggers]
@@ -404,9 +435,9 @@ def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: 
                 events.append(event.payload["snapshot_id"])
 
         tasks = [asyncio.ensure_future(drain(s)) for s in streams]
-        await asyncio.sleep(triggers[0].poll_interval * 5)  # both started, watermark stored and loaded
+        await each_polled(2)  # both started, watermark stored and loaded
         await asyncio.to_thread(commit)
-        await asyncio.sleep(triggers[0].poll_interval * polls)
+        await each_polled(polls)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
