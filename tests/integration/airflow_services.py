@@ -28,14 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.integration.airflow_runner import DAG_FILE_LOAD_TIMEOUT_SECONDS
+
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 START_TIMEOUT_SECONDS = 120
-#: Loading a DAG file that imports the operators means importing the apache-spark provider (and,
-#: through its hook, the Kubernetes client): 3 to 10 s on 2 idle cores, and 25 to 30 s, Airflow's
-#: default ``dagbag_import_timeout``, on 2 cores shared with a Spark job and another test file. A
-#: file that times out is an import error until its next parse, 30 s later. Neither is what the
-#: tests are about, so the limit is raised and parse waits are longer than start-up waits.
-DAG_FILE_LOAD_TIMEOUT_SECONDS = 180
+#: Parse waits are longer than start-up waits: see ``DAG_FILE_LOAD_TIMEOUT_SECONDS``.
 PARSE_TIMEOUT_SECONDS = 360
 #: How much of each task try's log a run report keeps (its end: where a failure is told).
 REPORT_TASK_LOG_CHARS = 12_000
