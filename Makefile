@@ -4,7 +4,7 @@ ENV := source scripts/local_env.sh &&
 JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
 # Two pytest-xdist workers, one test file each at a time: a file's module-scoped DAG runs and
 # servers stay in one worker, and while one worker waits on a JVM or a server, the other works.
-PARALLEL := -n 2 --dist loadfile
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 # $(call line_tests,4.0): the job suite, and the example DAG end to end, with that Spark line as the
 # worker's Spark (its spark-submit, SPARK_HOME and Iceberg runtime jar; see scripts/local_env.sh).
 define line_tests

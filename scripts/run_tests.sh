@@ -33,7 +33,8 @@ spark_lines() {
 spark_lines > "$job_log" 2>&1 &
 job_pid=$!
 
-pytest -q -n 2 --dist loadfile --durations=60 $AIRFLOW_SIDE
+# (files in the order tests/integration/conftest.py gives them: the longest first)
+pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=60 $AIRFLOW_SIDE
 airflow_side=$?
 
 wait "$job_pid"
