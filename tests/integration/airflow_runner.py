@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: A guard against a hung run, not a speed target: one `airflow dags test` of a DAG.
 RUN_TIMEOUT_SECONDS = 600
 #: Loading a DAG file that imports the operators means importing the apache-spark provider (and,
-#: through its hook, the Kubernetes client): 3 to 10 s on 2 idle cores, and 25 to 30 s, Airflow's
+#: through its hook, the Kubernetes client): 3 to 5 s in a fresh process, about 10 s in a
+#: dag-processor parsing two files at once on 2 idle cores, and 25 to 30 s, Airflow's
 #: default ``dagbag_import_timeout``, on 2 cores shared with Spark jobs and another test file (a
 #: timed-out file is an import error until its next parse). Not what the tests are about: raised.
 DAG_FILE_LOAD_TIMEOUT_SECONDS = 180

@@ -87,28 +87,31 @@ def test_fires_on_the_newest_snapshot_that_passes_the_filters(outside_table):
 
 def test_by_default_only_commits_after_the_trigger_starts_count(outside_table):
     trigger = _trigger()
-    baseline_read = threading.Event()
-    read_baseline = trigger.read_baseline
+    empty_polls = []  # polls are counted, not timed: a loaded machine polls late
+    poll = trigger.poll
 
-    def reading_baseline(*args):
-        found = read_baseline(*args)
-        baseline_read.set()
+    def counted(*args):
+        found = poll(*args)
+        if found is None:
+            empty_polls.append(args)
         return found
 
-    trigger.read_baseline = reading_baseline
+    trigger.poll = counted
 
     async def scenario():
         events = trigger.run()
         waiting = asyncio.ensure_future(events.__anext__())
-        # the trigger has fixed its baseline (the existing snapshot) and polled past it
-        assert await asyncio.to_thread(baseline_read.wait, 30)
-        await asyncio.sleep(trigger.poll_interval * 3)
-        assert not waiting.done()
+        while len(empty_polls) < 2 and not waiting.done():  # baseline fixed, polled past it twice
+            await asyncio.sleep(0.01)
+        assert not waiting.done(), waiting.result().payload
         await asyncio.to_thread(outside_table.append, _rows(2))
         return (await asyncio.wait_for(waiting, 30)).payload
 
-    event = asyncio.run(scenario())
-    assert event["snapshot_id"] == outside_table.current_snapshot().snapshot_id
+    existing = outside_table.current_snapshot().snapshot_id
+    event = asyncio.run(asyncio.wait_for(scenario(), 60))
+    appended = outside_table.current_snapshot().snapshot_id
+    assert event["snapshot_id"] == appended
+    assert event["matching_snapshot_ids"] == [appended], f"{existing} counted as new"
 
 
 def test_watches_a_branch(outside_table):

@@ -127,6 +127,7 @@ def started(trigger: IcebergSnapshotTrigger, store, timeout: float = 30, polls: 
             await asyncio.sleep(0.01)
         assert watermark_key(trigger.watch()) in store.values  # stored before the first poll
         assert not task.done(), f"reported {task.result().payload}"
+        assert not any(found for found, _ in polled), polled  # the last poll's find, not reported yet
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -399,16 +400,9 @@ def test_without_a_state_store_the_trigger_yields_one_event_and_returns(table):
 # ------------------------------------------------------------- two instances, odd tables, branches
 
 
-def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: int = 20) -> list[int]:
-    """Start ``triggers`` together, let each take its watermark, ``commit()``, then let them poll.
-
-    Two instances of one watch run at once when a DAG change replaces a watcher's trigger (the
-    old one is cancelled at the triggerer's next loop, on another triggerer up to its next
-    ``load_triggers``) or when a triggerer whose heartbeat is late is taken over while it still
-    runs its triggers. Returns the snapshot ids of every event any of them yielded.
-    """
-
-    polled = [0] * len(triggers)  # polls are counted, not timed: a loaded machine polls late
+def counting_polls(triggers: list[IcebergSnapshotTrigger]) -> list[int]:
+    """Each trigger's count of finished polls, kept up to date as they poll."""
+    polled = [0] * len(triggers)
 
     def counted(index, poll_since):
         def poll(*args):
@@ -420,11 +414,29 @@ def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: 
 
     for index, trigger in enumerate(triggers):
         trigger.poll_since = counted(index, trigger.poll_since)
+    return polled
 
-    async def each_polled(times: int) -> None:
-        wanted = [count + times for count in polled]
-        while any(count < want for count, want in zip(polled, wanted, strict=True)):
-            await asyncio.sleep(0.01)
+
+async def each_polled(polled: list[int], times: int, tasks) -> None:
+    """Until every trigger polled ``times`` more times; a trigger task that ended raises its error."""
+    wanted = [count + times for count in polled]
+    while any(count < want for count, want in zip(polled, wanted, strict=True)):
+        for task in tasks:
+            if task.done():
+                task.result()  # a trigger that stopped polling: its error, not a timeout
+        await asyncio.sleep(0.01)
+
+
+def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: int = 20) -> list[int]:
+    """Start ``triggers`` together, let each take its watermark, ``commit()``, then let them poll.
+
+    Two instances of one watch run at once when a DAG change replaces a watcher's trigger (the
+    old one is cancelled at the triggerer's next loop, on another triggerer up to its next
+    ``load_triggers``) or when a triggerer whose heartbeat is late is taken over while it still
+    runs its triggers. Returns the snapshot ids of every event any of them yielded.
+    """
+
+    polled = counting_polls(triggers)  # polls are counted, not timed: a loaded machine polls late
 
     async def run():
         events: list[int] = []
@@ -435,9 +447,9 @@ def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: 
                 events.append(event.payload["snapshot_id"])
 
         tasks = [asyncio.ensure_future(drain(s)) for s in streams]
-        await each_polled(2)  # both started, watermark stored and loaded
+        await each_polled(polled, 2, tasks)  # both started, watermark stored and loaded
         await asyncio.to_thread(commit)
-        await each_polled(polls)
+        await each_polled(polled, polls, tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
