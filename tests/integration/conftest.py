@@ -35,8 +35,9 @@ def pytest_configure(config):
 
 #: The longest test files (their DAG runs and servers), longest first, from ``make test``'s
 #: ``--durations`` on 2 cores: catalog backends about 29 min, retries and kills 13, YARN 10, the
-#: rest 5 to 9. Under ``pytest -n 2 --dist loadfile --no-loadscope-reorder`` a free worker takes
-#: the next file in collection order, so starting with these keeps both workers busy to the end.
+#: rest 5 to 9. Under ``pytest -n 2 --dist loadfile --no-loadscope-reorder`` a worker takes the
+#: next file in collection order when its queue runs low (two tests or fewer left), so starting
+#: with these keeps both workers busy to the end.
 #: (pytest-xdist's default reorder, by number of tests, ran the few-test YARN and standalone
 #: files last: one worker ran them alone for most of the last half hour.)
 LONGEST_FIRST = (
