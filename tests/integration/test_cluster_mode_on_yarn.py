@@ -101,11 +101,17 @@ def asset_events(runner: AirflowRunner, table: str, warehouse: Path) -> list[dic
 
 
 @pytest.fixture(scope="module")
-def yarn_runner(airflow_runner, yarn_cluster, tmp_path_factory) -> AirflowRunner:
-    """The session's Airflow (same home and database), its spark-submit pointed at the YARN cluster."""
+def yarn_runner(yarn_cluster, tmp_path_factory) -> AirflowRunner:
+    """An Airflow of its own, its spark-submit pointed at the YARN cluster.
+
+    Not the session's: its database holds what earlier test files left, such as the run of
+    ``robust_retry`` on 2024-01-02 that test_retries_and_kills.py's killed ``tasks test`` leaves,
+    which this file's trigger of the same DAG and date would collide with.
+    """
+    runner = AirflowRunner.create(tmp_path_factory.mktemp("yarn-airflow-home"))
     conf_dir = yarn_spark_conf_dir(yarn_cluster, tmp_path_factory.mktemp("yarn-spark-conf"))
-    env = {**yarn_cluster.spark_env(), "SPARK_CONF_DIR": str(conf_dir)}
-    return AirflowRunner(home=airflow_runner.home, base_env={**airflow_runner.base_env, **env})
+    runner.base_env.update({**yarn_cluster.spark_env(), "SPARK_CONF_DIR": str(conf_dir)})
+    return runner
 
 
 @pytest.fixture(scope="module")
