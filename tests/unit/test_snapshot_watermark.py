@@ -104,21 +104,30 @@ def run_until(trigger: IcebergSnapshotTrigger, last_snapshot_id: int, timeout: f
     return asyncio.run(asyncio.wait_for(collect(), timeout))
 
 
+def recording_polls(triggers: list[IcebergSnapshotTrigger]) -> list[list]:
+    """What each trigger's finished polls found (``poll_since``'s answers), kept up to date as they poll."""
+    polled: list[list] = [[] for _ in triggers]
+
+    def recorded(finds: list, poll_since):
+        def poll(*args):
+            found = poll_since(*args)
+            finds.append(found)
+            return found
+
+        return poll
+
+    for finds, trigger in zip(polled, triggers, strict=True):
+        trigger.poll_since = recorded(finds, trigger.poll_since)
+    return polled
+
+
 def started(trigger: IcebergSnapshotTrigger, store, timeout: float = 30, polls: int = 3) -> None:
     """Start the trigger, let it take (or read back) its watermark and poll ``polls`` times, then stop it.
 
     The polls are counted, not waited for by the clock: on a loaded machine a trigger given a
     fixed time may not have read the table at all, and "nothing reported" would prove nothing.
     """
-    polled = []
-    poll_since = trigger.poll_since
-
-    def counted(*args):
-        found = poll_since(*args)
-        polled.append(found)
-        return found
-
-    trigger.poll_since = counted
+    (polled,) = recording_polls([trigger])
 
     async def briefly():
         stream = trigger.run()
@@ -400,27 +409,10 @@ def test_without_a_state_store_the_trigger_yields_one_event_and_returns(table):
 # ------------------------------------------------------------- two instances, odd tables, branches
 
 
-def counting_polls(triggers: list[IcebergSnapshotTrigger]) -> list[int]:
-    """Each trigger's count of finished polls, kept up to date as they poll."""
-    polled = [0] * len(triggers)
-
-    def counted(index, poll_since):
-        def poll(*args):
-            found = poll_since(*args)
-            polled[index] += 1
-            return found
-
-        return poll
-
-    for index, trigger in enumerate(triggers):
-        trigger.poll_since = counted(index, trigger.poll_since)
-    return polled
-
-
-async def each_polled(polled: list[int], times: int, tasks) -> None:
+async def each_polled(polled: list[list], times: int, tasks) -> None:
     """Until every trigger polled ``times`` more times; a trigger task that ended raises its error."""
-    wanted = [count + times for count in polled]
-    while any(count < want for count, want in zip(polled, wanted, strict=True)):
+    wanted = [len(finds) + times for finds in polled]
+    while any(len(finds) < want for finds, want in zip(polled, wanted, strict=True)):
         for task in tasks:
             if task.done():
                 task.result()  # a trigger that stopped polling: its error, not a timeout
@@ -436,7 +428,7 @@ def collect_concurrently(triggers: list[IcebergSnapshotTrigger], commit, polls: 
     runs its triggers. Returns the snapshot ids of every event any of them yielded.
     """
 
-    polled = counting_polls(triggers)  # polls are counted, not timed: a loaded machine polls late
+    polled = recording_polls(triggers)  # polls are counted, not timed: a loaded machine polls late
 
     async def run():
         events: list[int] = []
