@@ -24,7 +24,10 @@ make_venv() {  # make_venv DIR REQUIREMENTS [EXTRA_ARGS...]
   echo "==> creating $dir from $req"
   [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
   "$dir/bin/python" -m pip install --quiet --disable-pip-version-check uv
-  "$dir/bin/uv" pip install --quiet --python "$dir/bin/python" -r "$req" "$@"
+  # --compile-bytecode: this kind of machine (and many container images) sets
+  # PYTHONDONTWRITEBYTECODE=1, so without it every process compiles Airflow from source
+  # (docs/how-it-runs.md, "Bytecode").
+  "$dir/bin/uv" pip install --quiet --compile-bytecode --python "$dir/bin/python" -r "$req" "$@"
   echo "$want" > "$dir/.installed"
 }
 

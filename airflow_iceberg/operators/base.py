@@ -1,5 +1,8 @@
 """What every airflow-iceberg operator shares: a SparkSubmitOperator that submits our PySpark job.
 
+It is the provider's ``SparkSubmitOperator`` as :mod:`.lazy_spark_submit` gives it: every argument
+and behaviour, with the provider imported only when a task runs spark-submit.
+
 Subclasses only say *what* to do (a :class:`WriteSpec` or :class:`ReadSpec`); this class does
 the rest in ``execute``: validate the request before any JVM starts, turn the catalog
 connection(s) into Spark settings, run spark-submit through the apache-spark provider (so its
@@ -18,9 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_iceberg.catalog.spark_settings import (
     EXTENSIONS_KEY,
@@ -62,6 +62,7 @@ from airflow_iceberg.operators.connect import ConnectJob, is_spark_connect
 from airflow_iceberg.operators.connect_file_systems import shared_file_system_refusal
 from airflow_iceberg.operators.connect_secrets import refuse_per_session_secrets
 from airflow_iceberg.operators.connect_tries import TryNumbers
+from airflow_iceberg.operators.lazy_spark_submit import LazySparkSubmitOperator
 from airflow_iceberg.operators.lineage import TableLineageMixin, check_partition_events_supported
 from airflow_iceberg.operators.rendered import as_list
 from airflow_iceberg.operators.reserved_conf import reserved_conf_problem
@@ -70,11 +71,12 @@ from airflow_iceberg.operators.spark_defaults import (
     deployment_property,
     jvm_system_property,
 )
-from airflow_iceberg.operators.spark_submit_env import spark_submit_environment, with_clean_environment
+from airflow_iceberg.operators.spark_submit_env import spark_submit_environment
 from airflow_iceberg.operators.yarn_staging import stop_submitter
 from airflow_iceberg.operators.yarn_staging_mixin import YarnStagingMixin
 
 if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.common.compat.sdk import Context
 
     from airflow_iceberg.catalog.config import CatalogConfig
@@ -82,7 +84,7 @@ if TYPE_CHECKING:
 DEFAULT_JOB_NAME = "airflow-iceberg-{{ ti.dag_id }}.{{ ti.task_id }}"
 
 
-class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, SparkSubmitOperator):
+class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, LazySparkSubmitOperator):
     """Base class: submit the packaged Iceberg job with the catalog's Spark settings.
 
     Every :class:`SparkSubmitOperator` argument (``conn_id`` for the Spark master, ``deploy_mode``,
@@ -114,7 +116,7 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, SparkSubmi
     """
 
     template_fields: Sequence[str] = (
-        *SparkSubmitOperator.template_fields,
+        *LazySparkSubmitOperator.template_fields,
         "table",
         "iceberg_conn_id",
         "extra_iceberg_conn_ids",
@@ -531,6 +533,8 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, SparkSubmi
 
         See :mod:`airflow_iceberg.operators.spark_submit_env`.
         """
+        from airflow_iceberg.operators.clean_environment_hook import with_clean_environment
+
         return with_clean_environment(super()._get_hook())
 
     def _cluster_commit_id(self, context: Context) -> str:

@@ -14,11 +14,11 @@ from airflow.providers.apache.spark.hooks import spark_submit as provider_hook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from airflow_iceberg.operators import IcebergAppendOperator
-from airflow_iceberg.operators.spark_submit_env import (
+from airflow_iceberg.operators.clean_environment_hook import (
     CleanEnvironmentSparkSubmitHook,
-    spark_submit_environment,
     with_clean_environment,
 )
+from airflow_iceberg.operators.spark_submit_env import spark_submit_environment
 
 WORKER = {
     "PATH": "/usr/bin",
