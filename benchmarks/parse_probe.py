@@ -4,7 +4,9 @@
     python -m benchmarks.parse_probe dagbag FOLDER              # time DagBag(FOLDER) after importing DagBag
 
 Run once per measurement in a new process, so nothing is cached from an earlier one. Also
-reports whether pyspark or pyiceberg got imported: DAG parsing must never load them.
+reports which of tests/heavy_modules.py's HEAVY got imported (the apache-spark provider's
+spark-submit modules, Kubernetes, the OpenLineage listener, pyspark, pyiceberg): our operators and
+DAG files must never load them while parsing.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import json
 import sys
 import time
 
-HEAVY = ("pyspark", "pyiceberg")
+from tests.heavy_modules import loaded
 
 
 def heavy_modules() -> list[str]:
-    return sorted(name for name in sys.modules if name.split(".")[0] in HEAVY)
+    return loaded()
 
 
 def time_import(module: str, loaded: list[str]) -> dict:

@@ -108,11 +108,13 @@ class BenchWorkspace:
             )
         return TaskRun(elapsed, output, cpu)
 
-    def run_python(self, *args: str, python: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run_python(
+        self, *args: str, python: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run a bench helper module in a fresh interpreter (``-m benchmarks....``) from the checkout."""
         completed = subprocess.run(
             [python or sys.executable, *args],
-            env=self.env(),
+            env={**self.env(), **(env or {})},
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -15,7 +15,9 @@ SPARK_SUBMIT = (
     "airflow.providers.apache.spark.hooks.spark_submit",
 )
 KUBERNETES = ("airflow.providers.cncf.kubernetes.kube_client", "kubernetes", "kubernetes_asyncio")
-OPENLINEAGE_LISTENER = ("airflow.providers.openlineage.plugins", "openlineage")
+#: (Airflow itself imports ``airflow.providers.openlineage.plugins`` to register the provider's
+#: plugin; its listener and the OpenLineage client come with the first OpenLineage work.)
+OPENLINEAGE_LISTENER = ("airflow.providers.openlineage.plugins.listener", "openlineage")
 PYSPARK = ("pyspark",)
 PYICEBERG = ("pyiceberg",)
 #: Everything heavy: none of it at parse time.

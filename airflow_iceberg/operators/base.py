@@ -71,6 +71,7 @@ from airflow_iceberg.operators.spark_defaults import (
     deployment_property,
     jvm_system_property,
 )
+from airflow_iceberg.operators.spark_master import SparkMaster, spark_master
 from airflow_iceberg.operators.spark_submit_env import spark_submit_environment
 from airflow_iceberg.operators.yarn_staging import stop_submitter
 from airflow_iceberg.operators.yarn_staging_mixin import YarnStagingMixin
@@ -441,7 +442,9 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, LazySparkS
 
     def _rm_webapp_address(self) -> str:
         """The ResourceManager's web address in the Spark connection's extra, or ''."""
-        extra = self._get_hook().get_connection(self._conn_id).extra_dejson
+        from airflow.providers.common.compat.sdk import BaseHook
+
+        extra = BaseHook.get_connection(self._conn_id).extra_dejson
         return str(extra.get(RM_WEBAPP_ADDRESS_KEY) or "").strip()
 
     def _secrets_for_the_cluster(self, request: JobRequest, configs: Iterable[CatalogConfig]) -> JobRequest:
@@ -463,17 +466,18 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, LazySparkS
         return request
 
     @cached_property
-    def _spark_connection(self) -> dict[str, Any]:
-        """The Spark connection as the provider's hook resolves it (master, deploy mode ...), looked up once.
+    def _spark_master(self) -> SparkMaster:
+        """The Spark master and deploy mode of ``conn_id``, looked up once (:mod:`.spark_master`).
 
-        The checks before submitting ask for the master and deploy mode several times; each new hook
-        would fetch the connection again.
+        The checks before submitting ask for them several times; they are read from the connection
+        as the provider's hook reads them, without importing it: a step that then runs in the
+        worker (pyiceberg) never loads the spark-submit hook or the Kubernetes client.
         """
-        return dict(self._get_hook()._connection)
+        return spark_master(self._conn_id, self._deploy_mode)
 
     def _master(self) -> str:
         """The Spark master, as the provider's hook resolves it from the connection."""
-        return str(self._spark_connection.get("master") or "")
+        return self._spark_master.master
 
     def _driver_runs_on_the_cluster(self) -> bool:
         """Cluster deploy mode, resolved as spark-submit resolves it.
@@ -484,7 +488,7 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, LazySparkS
         spark-submit's ``DEPLOY_MODE`` environment variable. A cluster mode this missed would run
         the job with a worker-local result path and a ``/proc/<pid>/fd/<n>`` secrets path.
         """
-        mode = self._spark_connection.get("deploy_mode") or self._submit_property(
+        mode = self._spark_master.deploy_mode or self._submit_property(
             "spark.submit.deployMode"
         )
         if mode is None:

@@ -111,6 +111,23 @@ class AirflowRunner:
         return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
+def recording_imports(path: Path) -> dict[str, str]:
+    """The environment under which every task of an Airflow run records its heavy imports in ``path``.
+
+    See tests/integration/plugins/imported_modules.py; :func:`recorded_imports` reads them back.
+    """
+    return {
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "tests" / "integration" / "plugins"),
+        "ICEBERG_TEST_IMPORTED_MODULES": str(path),
+    }
+
+
+def recorded_imports(path: Path) -> list[dict]:
+    """The records of :func:`recording_imports`, in the order the tasks made them."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
 def spark_connection(**extra: str) -> dict:
     """A local[2] Spark master connection, optionally with extras such as a deploy mode."""
     return {"conn_type": "spark", "host": "local[2]", "extra": extra}

@@ -18,7 +18,13 @@ from pyiceberg.table import StaticTable
 
 from scripts.show_table import load_table
 from tests.docs_snippets import documented_keys, listed_keys, snippet
-from tests.integration.airflow_runner import hadoop_catalog_connection, spark_connection
+from tests.heavy_modules import KUBERNETES, PYSPARK, SPARK_SUBMIT, loaded
+from tests.integration.airflow_runner import (
+    hadoop_catalog_connection,
+    recorded_imports,
+    recording_imports,
+    spark_connection,
+)
 
 DAG_ID = "iceberg_daily_orders"
 
@@ -44,9 +50,28 @@ def daily_orders_run(airflow_runner, tmp_path_factory):
             "iceberg_catalog_default": hadoop_catalog_connection(warehouse),
             "spark_default": spark_connection(),
         },
+        env=recording_imports(_imports_file(warehouse)),
     )
     assert completed.returncode == 0, completed.stdout[-5000:] + completed.stderr[-5000:]
     return warehouse, completed
+
+
+def _imports_file(warehouse):
+    return warehouse.with_name(f"{warehouse.name}-imports.jsonl")
+
+
+def test_a_dag_file_loads_nothing_heavy_and_a_spark_submit_task_only_what_it_runs(daily_orders_run):
+    """In the task process (tests/integration/plugins/imported_modules.py): the DAG file, loaded before
+    the first task starts, imported none of tests/heavy_modules.py's HEAVY; spark-submit's tasks
+    then imported the provider's spark-submit modules (and, through its hook, Kubernetes), never
+    pyspark: the PySpark job runs in spark-submit's own Python."""
+    warehouse, _ = daily_orders_run
+    records = recorded_imports(_imports_file(warehouse))
+    assert [r["when"] for r in records[:2]] == ["started", "succeeded"], records
+    assert records[0]["heavy"] == [], "the DAG file imported these before its first task ran"
+    ended = records[-1]["heavy"]
+    assert set(SPARK_SUBMIT) | {"airflow.providers.cncf.kubernetes.kube_client"} <= set(ended), records
+    assert loaded(PYSPARK, ended) == [] and set(KUBERNETES) & set(ended), records
 
 
 def test_history_is_create_append_overwrite(daily_orders_run):

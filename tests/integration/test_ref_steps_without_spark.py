@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.integration.airflow_runner import REPO, spark_connection
+from tests.heavy_modules import KUBERNETES, PYSPARK, SPARK_SUBMIT
+from tests.integration.airflow_runner import REPO, recorded_imports, recording_imports, spark_connection
 from tests.integration.catalog_connections import (
     hive_connection,
     hive_reader,
@@ -54,7 +55,7 @@ def _audited_branch(catalog: Any) -> tuple[int, int]:
 
 @pytest.mark.parametrize("backend", ["rest", "hive"])
 def test_publish_tag_and_rollback_run_in_the_worker_without_spark_on_a_real_catalog(
-    backend, airflow_runner, request
+    backend, airflow_runner, request, tmp_path
 ):
     connection, catalog = _backend(request, backend)
     before, audited = _audited_branch(catalog)
@@ -68,7 +69,7 @@ def test_publish_tag_and_rollback_run_in_the_worker_without_spark_on_a_real_cata
         "-c",
         json.dumps({"table": TABLE, "audited": str(audited), "before": str(before)}),
         connections={"iceberg_catalog_default": connection, "spark_default": spark_connection()},
-        env={"AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS)},
+        env={"AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS), **recording_imports(tmp_path / "imports.jsonl")},
     )
     output = completed.stdout + completed.stderr
     print(
@@ -77,6 +78,11 @@ def test_publish_tag_and_rollback_run_in_the_worker_without_spark_on_a_real_cata
     assert completed.returncode == 0 and "Task failed with exception" not in output, output[-6000:]
     assert "Spark-Submit cmd" not in output, "a ref step started spark-submit"
     assert output.count("in this worker through pyiceberg") == 4, output[-6000:]
+    # In the task process (tests/integration/plugins/imported_modules.py): pyiceberg, no Spark code.
+    records = recorded_imports(tmp_path / "imports.jsonl")
+    assert len(records) == 8 and records[0]["heavy"] == [], records
+    heavy = {name for record in records for name in record["heavy"]}
+    assert "pyiceberg" in heavy and heavy.isdisjoint((*SPARK_SUBMIT, *KUBERNETES, *PYSPARK)), records
 
     xcoms = {
         task: airflow_runner.xcom(DAG_ID, task) for task in ("publish", "publish_again", "tag", "rollback")

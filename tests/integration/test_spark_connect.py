@@ -28,7 +28,8 @@ from datetime import date
 import pytest
 
 from airflow_iceberg.exceptions import IcebergJobError, InvalidCatalogConfigError, InvalidSpecError
-from tests.integration.airflow_runner import hadoop_catalog_connection
+from tests.heavy_modules import KUBERNETES, SPARK_SUBMIT
+from tests.integration.airflow_runner import hadoop_catalog_connection, recorded_imports, recording_imports
 from tests.integration.catalog_connections import RESOLVING_FILE_IO, rest_reader, rest_spark_connection
 from tests.integration.event_logs import shows_redacted
 from tests.integration.in_process import execute
@@ -689,7 +690,7 @@ def test_a_failed_job_reports_sparks_analysis_error_as_its_first_line(connect_co
 
 
 @pytest.fixture(scope="module")
-def daily_orders_over_connect(airflow_runner, spark_connect_server):
+def daily_orders_over_connect(airflow_runner, spark_connect_server, tmp_path_factory):
     """The example DAG in Connect mode, with sentinel secrets in its catalog connection.
 
     Its secrets are the server's, so is its warehouse: a server-held catalog connects only where the
@@ -703,6 +704,7 @@ def daily_orders_over_connect(airflow_runner, spark_connect_server):
         connect_server_credentials=True,  # the server starts with these (connect_catalog_secrets.py)
     )
     started = time.monotonic()
+    imports = tmp_path_factory.mktemp("connect-imports") / "imports.jsonl"
     with CommandLineSampler() as sampler:
         completed = airflow_runner.airflow(
             "dags",
@@ -713,10 +715,21 @@ def daily_orders_over_connect(airflow_runner, spark_connect_server):
                 "iceberg_catalog_default": catalog,
                 "spark_default": spark_connect_server.connection(),
             },
+            env=recording_imports(imports),
         )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
     print(f"iceberg_daily_orders over Spark Connect: {time.monotonic() - started:.1f} s")
-    return {"warehouse": warehouse, "completed": completed, "sampler": sampler}
+    return {"warehouse": warehouse, "completed": completed, "sampler": sampler, "imports": imports}
+
+
+def test_a_connect_task_never_imports_spark_submit_or_kubernetes(daily_orders_over_connect):
+    """In the task process (tests/integration/plugins/imported_modules.py), all four tasks over
+    Spark Connect: pyspark's client, never the provider's spark-submit modules or Kubernetes."""
+    records = recorded_imports(daily_orders_over_connect["imports"])
+    assert len(records) == 8 and records[0]["heavy"] == [], records
+    heavy = {name for record in records for name in record["heavy"]}
+    assert "pyspark" in heavy, records  # the recorder sees what the tasks import
+    assert heavy.isdisjoint((*SPARK_SUBMIT, *KUBERNETES)), records
 
 
 def test_the_example_dag_over_connect_writes_the_same_history(daily_orders_over_connect, airflow_runner):
