@@ -17,6 +17,7 @@ broken invariant (FAIL).
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 
@@ -72,6 +73,7 @@ def run(ws: BenchWorkspace, repetitions: int) -> Section:
         },
         repetitions,
     )
+    shutil.rmtree(probe.no_bytecode, ignore_errors=True)
     return summarize(samples, probe)
 
 
