@@ -387,10 +387,15 @@ class IcebergSparkSubmitOperator(YarnStagingMixin, TableLineageMixin, LazySparkS
             job.interrupt()
             return
         hook = self._hook
-        if hook is not None and hook._is_yarn_cluster_mode:
+        if hook is None:
+            # Nothing was submitted from this process (a Spark Connect task, a ref step in the
+            # worker, a task killed before spark-submit): the provider's on_kill would build a hook
+            # for it, importing the provider and running post_submit_commands, to kill nothing.
+            return
+        if hook._is_yarn_cluster_mode:
             stop_submitter(hook._submit_sp, self.log)
         super().on_kill()
-        if hook is not None and self._ships_secrets_to(hook) and hook._yarn_application_id:
+        if self._ships_secrets_to(hook) and hook._yarn_application_id:
             self._watch_then_delete_staging(hook, hook._yarn_application_id)
 
     def poll_until_complete(self, external_id: Any, context: Context) -> None:

@@ -794,3 +794,19 @@ def test_limit_a_retry_stops_at_a_closed_session_the_server_forgot():
     ids = EarlierRuns(server, keys, mock.Mock()).settle(1, 2)
     assert ids == keys.run(2, 0)
     assert server.calls == [], "the retry does not look past the forgotten run 0"
+
+
+def test_on_kill_with_nothing_submitted_builds_no_hook_and_runs_no_post_submit_commands(
+    connect_connections, tmp_path
+):
+    """A Connect task killed before or after its session (or a ref step killed in the worker) has
+    nothing to kill: the provider's on_kill would build a hook on the connection and run the
+    task's post_submit_commands."""
+    ran = tmp_path / "post-submit-ran"
+    append = IcebergAppendOperator(
+        task_id="a", table="db.t", source_query="SELECT 1", post_submit_commands=[f"touch {ran}"]
+    )
+    with mock.patch.object(SparkSubmitOperator, "on_kill") as submit_kill:
+        append.on_kill()
+    submit_kill.assert_not_called()
+    assert append._hook is None and not ran.exists()
