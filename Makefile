@@ -1,4 +1,4 @@
-# `make demo` and `make test` work on a fresh machine: each sets everything up first.
+# `make demo` and `make test` work on a fresh machine: each sets up what it needs first.
 SHELL := /bin/bash
 ENV := source scripts/local_env.sh &&
 JOB_TESTS := -m pytest -q -p no:cacheprovider tests/jobs
@@ -13,13 +13,18 @@ define line_tests
 	  pytest -q tests/integration/test_example_dag.py -k "not client_deploy_mode"
 endef
 
-.PHONY: setup demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench wheel
+.PHONY: setup setup-demo demo test spark4-test spark41-test unit-test job-test integration-test lint clean bench wheel
 
+## Everything the tests need (the demo's part too); idempotent. See scripts/setup.sh.
 setup:
 	bash scripts/setup.sh
 
+## Only what the demo runs: one Airflow environment, Spark 3.5 and its Iceberg runtime jar.
+setup-demo:
+	bash scripts/setup.sh demo
+
 ## Run the daily-orders example DAG on local Spark with a local Hadoop warehouse, then show the table.
-demo: setup
+demo: setup-demo
 	$(ENV) rm -rf "$$ICEBERG_DEMO_WAREHOUSE" && airflow dags test iceberg_daily_orders 2024-01-02
 	$(ENV) python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders && python scripts/show_table.py "$$ICEBERG_DEMO_WAREHOUSE" db.orders_before_correction
 
