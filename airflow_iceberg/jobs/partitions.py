@@ -10,7 +10,8 @@ instant in UTC, ``2024-01-02T05:00:00``); a spec without one is keyed by its ide
 (``region`` gives ``eu``); ``bucket`` and ``truncate`` never make a key: a downstream run for
 "bucket 3" means nothing. Several key fields are joined by ``|``, as Airflow's
 ``ProductMapper`` splits them. A spec with no key field (unpartitioned, or bucket only) gives no
-keys: its commit's event carries none.
+keys: its commit's event carries none. Each key names one partition: a value that would key like
+another partition (text holding ``|``, the text ``null``) gets no key, and is listed instead.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow_iceberg.jobs.spec.identifiers import parse_column, quote_identifier
-from airflow_iceberg.jobs.spec.partition_keys import KEY_SEPARATOR, TRANSFORM_GRAINS, time_key, value_key
+from airflow_iceberg.jobs.spec.partition_keys import (
+    KEY_SEPARATOR,
+    TRANSFORM_GRAINS,
+    UnkeyablePartition,
+    time_key,
+    value_key,
+)
 from airflow_iceberg.jobs.table_state import driver_table
 
 if TYPE_CHECKING:
@@ -36,11 +43,24 @@ _DESCRIBED_RE = re.compile(r"^(?P<transform>\w+)\((?:\d+,\s*)?(?P<column>.+)\)$"
 ANY_SPEC = -1
 
 
+class ChangedPartitions(NamedTuple):
+    """The keys of the partitions a commit changed, and the partitions no key can name."""
+
+    keys: list[str]
+    #: Each partition without a key, as ``field='value', ...: why``, for the operator's warning.
+    unkeyable: list[str]
+
+
 def changed_partition_keys(spark: SparkSession, table: str, snapshot_id: int) -> list[str]:
     """The keys of the partitions snapshot ``snapshot_id`` of ``table`` changed, sorted, each once."""
+    return changed_partitions(spark, table, snapshot_id).keys
+
+
+def changed_partitions(spark: SparkSession, table: str, snapshot_id: int) -> ChangedPartitions:
+    """The partitions snapshot ``snapshot_id`` of ``table`` changed: their keys, sorted, each once."""
     specs = partition_specs(spark, table)
     if not any(specs.values()):
-        return []  # unpartitioned: no file has a partition to name
+        return ChangedPartitions([], [])  # unpartitioned: no file has a partition to name
     frame = spark.sql(
         "SELECT DISTINCT data_file.spec_id AS spec_id, data_file.partition AS partition "
         f"FROM {quote_identifier(table)}.`entries` VERSION AS OF {int(snapshot_id)} "
@@ -49,16 +69,21 @@ def changed_partition_keys(spark: SparkSession, table: str, snapshot_id: int) ->
     types = {field.name: field.dataType.typeName() for field in frame.schema["partition"].dataType.fields}
     date_fields = {name for name, kind in types.items() if kind in ("date", "timestamp", "timestamp_ntz")}
     instant_fields = {name for name, kind in types.items() if kind == "timestamp"}
-    keys = set()
+    keys, unkeyable = set(), set()
     for row in frame.collect():
         values = row["partition"].asDict()
         if ANY_SPEC in specs:
             check_of_described_spec(specs[ANY_SPEC], values, int(row["spec_id"]))
         fields = specs.get(int(row["spec_id"]), specs.get(ANY_SPEC, ()))
-        key = partition_key_of(fields, in_utc(values, instant_fields), date_fields)
+        try:
+            key = partition_key_of(fields, in_utc(values, instant_fields), date_fields)
+        except UnkeyablePartition as refused:
+            named = ", ".join(f"{name}={value!r}" for name, value in values.items())
+            unkeyable.add(f"{named}: {refused}")
+            continue
         if key is not None:
             keys.add(key)
-    return sorted(keys)
+    return ChangedPartitions(sorted(keys), sorted(unkeyable))
 
 
 def check_of_described_spec(described: SpecFields, values: Mapping[str, Any], spec_id: int) -> None:
@@ -169,9 +194,10 @@ def add_partition_keys(spark: SparkSession, commits: Sequence[dict[str, Any] | N
         if commit.get("branch") not in (None, "main"):  # an audit branch's commit is announced by its publish
             continue
         try:
-            commit["partition_keys"] = changed_partition_keys(
-                spark, str(commit["table"]), int(commit["snapshot_id"])
-            )
+            changed = changed_partitions(spark, str(commit["table"]), int(commit["snapshot_id"]))
+            commit["partition_keys"] = changed.keys
+            if changed.unkeyable:
+                commit["unkeyable_partitions"] = changed.unkeyable
         except Exception as error:  # a metadata read that failed after the commit
             commit["partition_keys_error"] = (
                 f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"

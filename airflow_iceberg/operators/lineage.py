@@ -367,6 +367,12 @@ class TableLineageMixin:
                 extra.get("table"),
                 commit["partition_keys_error"],
             )
+        if commit.get("unkeyable_partitions"):
+            self.log.warning(  # type: ignore[attr-defined]
+                "Partitions that no key can name apart from another get no event (%s): %s",
+                "rename the value or partition by a time transform",
+                commit["unkeyable_partitions"],
+            )
         accessor = outlet_events[asset]
         if keys:  # before the extra: a refused key must not leave a keyless event behind
             accessor.add_partitions(keys)

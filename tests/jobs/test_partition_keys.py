@@ -9,7 +9,12 @@ from __future__ import annotations
 import pytest
 
 from airflow_iceberg.jobs.iceberg_job import run
-from airflow_iceberg.jobs.partitions import changed_partition_keys, described_spec, partition_key_of
+from airflow_iceberg.jobs.partitions import (
+    changed_partition_keys,
+    changed_partitions,
+    described_spec,
+    partition_key_of,
+)
 from airflow_iceberg.jobs.spec.partition_keys import partition_condition
 from airflow_iceberg.jobs.spec.request import JobRequest
 from airflow_iceberg.jobs.table_state import SchemaMismatchError
@@ -46,6 +51,20 @@ def _changed_paths(lake, table: str, snapshot_id: int) -> set[str]:
             if entry.snapshot_id == snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
                 paths.add(spec.partition_to_path(entry.data_file.partition, schema))
     return paths
+
+
+def _changed_values(lake, table: str, snapshot_id: int) -> set[tuple]:
+    """pyiceberg: the partition values of the entries ``snapshot_id`` added or deleted."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    loaded = lake.load(table)
+    values = set()
+    for manifest in loaded.snapshot_by_id(snapshot_id).manifests(loaded.io):
+        for entry in manifest.fetch_manifest_entry(loaded.io, discard_deleted=False):
+            if entry.snapshot_id == snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+                partition = entry.data_file.partition
+                values.add(tuple(partition[i] for i in range(len(partition))))
+    return values
 
 
 @pytest.fixture(autouse=True)
@@ -333,6 +352,47 @@ def test_an_identity_timestamp_partition_is_keyed_in_utc_whatever_the_drivers_ti
         "ts=2024-01-02T05%3A00%3A00%2B00%3A00",
         "ts=2024-11-03T06%3A30%3A00%2B00%3A00",
     }
+
+
+def test_values_a_key_cannot_tell_apart_get_no_key_and_are_listed(spark, lake, table):
+    """``'eu|x','y'`` and ``'eu','x|y'`` would both key ``eu|x|y``, and the text 'null' like NULL."""
+    query = values_query(
+        [(1, "eu|x", "y"), (2, "eu", "x|y"), (3, "eu", "fr"), (4, None, "de"), (5, "null", "de")],
+        "id, region, country",
+    )
+    created = write_table(spark, write_spec(table, "create", query, partition_by=("region", "country")))
+
+    changed = changed_partitions(spark, table, created["snapshot_id"])
+
+    assert changed.keys == ["eu|fr", "null|de"]
+    assert changed.unkeyable == [
+        "region='eu', country='x|y': 'x|y' holds '|', which joins a key's fields",
+        "region='eu|x', country='y': 'eu|x' holds '|', which joins a key's fields",
+        "region='null', country='de': the text 'null' would key like a NULL value",
+    ]
+    # pyiceberg: five partitions (Iceberg's own paths, too, name NULL and 'null' alike)
+    assert _changed_values(lake, table, created["snapshot_id"]) == {
+        ("eu|x", "y"), ("eu", "x|y"), ("eu", "fr"), (None, "de"), ("null", "de")
+    }
+    appended = JobRequest(spec=write_spec(table, "append", query), commit_id="c2", partition_keys=True)
+    result = run(spark, appended)
+    assert result["partition_keys"] == ["eu|fr", "null|de"]
+    assert len(result["unkeyable_partitions"]) == 3
+
+
+@pytest.mark.usefixtures("driver_in_new_york")
+def test_sub_second_identity_timestamps_keep_their_fraction(spark, lake, table):
+    query = (
+        "SELECT 1 AS id, TIMESTAMP'2024-01-02 05:00:00+00:00' AS ts "
+        "UNION ALL SELECT 2, TIMESTAMP'2024-01-02 05:00:00.5+00:00' "
+        "UNION ALL SELECT 3, TIMESTAMP'2024-01-02 05:00:00.000001+00:00'"
+    )
+    created = write_table(spark, write_spec(table, "create", query, partition_by=("ts",)))
+
+    keys = changed_partition_keys(spark, table, created["snapshot_id"])
+
+    assert keys == ["2024-01-02T05:00:00", "2024-01-02T05:00:00.000001", "2024-01-02T05:00:00.500000"]
+    assert len(_changed_paths(lake, table, created["snapshot_id"])) == 3
 
 
 def _evolved_days_to_hours(spark, table: str) -> dict:

@@ -7,6 +7,7 @@ writes the job's result file as the job would (as in test_operator_lineage.py).
 from __future__ import annotations
 
 import json
+from datetime import date, datetime
 from pathlib import Path
 from unittest import mock
 
@@ -19,9 +20,11 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow_iceberg.exceptions import InvalidSpecError
 from airflow_iceberg.jobs.spec.partition_keys import (
     GRAIN_FORMATS,
+    UnkeyablePartition,
     parse_partition_key,
     partition_condition,
     time_key,
+    value_key,
 )
 from airflow_iceberg.operators import (
     IcebergAppendOperator,
@@ -84,6 +87,29 @@ def _commit(**extra):
 )
 def test_a_partition_value_is_keyed_in_its_grains_format(transform, value, key):
     assert time_key(transform, value) == key
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("eu", "eu"),
+        (None, "null"),
+        (datetime(2024, 1, 2, 5), "2024-01-02T05:00:00"),
+        (datetime(2024, 1, 2, 5, 0, 0, 500000), "2024-01-02T05:00:00.500000"),
+        (date(2024, 1, 2), "2024-01-02"),
+        (7, "7"),
+    ],
+)
+def test_an_identity_value_keys_one_partition_and_reads_back(value, key):
+    assert value_key(value) == key
+    if isinstance(value, datetime):
+        assert datetime.fromisoformat(key) == value
+
+
+@pytest.mark.parametrize("value", ["eu|x", "|", "null"])
+def test_an_identity_value_another_partition_would_share_a_key_with_is_refused(value):
+    with pytest.raises(UnkeyablePartition):
+        value_key(value)
 
 
 def test_the_keys_are_what_airflows_mappers_read_with_the_grains_format():
@@ -301,6 +327,30 @@ def test_keys_airflow_refuses_are_left_out_and_the_other_partitions_keep_their_e
     accessor = events[Asset(name=URI, uri=URI)]
     assert accessor.partition_keys == {"eu", "us"}
     assert accessor.extra["partition_count"] == 2
+
+
+def test_partitions_no_key_can_name_apart_are_warned_of_and_the_others_keep_their_events(hadoop_catalog):
+    """The job lists them (``unkeyable_partitions``: a value holding '|', the text 'null')."""
+    append = IcebergAppendOperator(
+        task_id="a",
+        table="db.events",
+        iceberg_conn_id=hadoop_catalog,
+        source_query="SELECT 1",
+        partition_events=True,
+    )
+    events = OutletEventAccessors()
+    unkeyable = ["region='eu|x', country='y': 'eu|x' holds '|', which joins a key's fields"]
+    log = mock.MagicMock()
+    with (
+        _submit_returning(_commit(partition_keys=["eu|fr"], unkeyable_partitions=unkeyable)),
+        mock.patch.object(IcebergAppendOperator, "log", new_callable=mock.PropertyMock, return_value=log),
+    ):
+        append.execute({"outlet_events": events})
+
+    accessor = events[Asset(name=URI, uri=URI)]
+    assert accessor.partition_keys == {"eu|fr"} and accessor.extra["partition_count"] == 1
+    warned = [call.args for call in log.warning.call_args_list]
+    assert any(args[-1] == unkeyable and "get no event" in args[0] for args in warned), warned
 
 
 def test_partition_events_on_an_airflow_without_add_partitions_fail_at_parse_time(

@@ -53,15 +53,31 @@ def time_key(transform: str, value: object) -> str:
     raise ValueError(f"{transform} is not a time transform")
 
 
+class UnkeyablePartition(ValueError):
+    """A partition value whose key would also name another partition: it gets no key, and no event."""
+
+
 def value_key(value: object) -> str:
-    """The key segment of an identity partition's value: a date as ``%Y-%m-%d``, else its text."""
+    """The key segment of an identity partition's value: a date as ``%Y-%m-%d``, else its text.
+
+    A timestamp is ``%Y-%m-%dT%H:%M:%S``, with its fraction (``.500000``) when it has one, so two
+    instants never share a key. A text that a key could not tell from another partition's is
+    refused with :class:`UnkeyablePartition`: one holding :data:`KEY_SEPARATOR` (``region='eu|x',
+    country='y'`` would key like ``region='eu', country='x|y'``, and ``ProductMapper`` would split
+    it), and the text ``null``, which is NULL's key.
+    """
     if value is None:
         return NULL_SEGMENT
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%dT%H:%M:%S")
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f" if value.microsecond else "%Y-%m-%dT%H:%M:%S")
     if isinstance(value, date):
         return value.strftime(GRAIN_FORMATS["day"])
-    return str(value)
+    text = str(value)
+    if KEY_SEPARATOR in text:
+        raise UnkeyablePartition(f"{text!r} holds {KEY_SEPARATOR!r}, which joins a key's fields")
+    if text == NULL_SEGMENT:
+        raise UnkeyablePartition(f"the text {text!r} would key like a NULL value")
+    return text
 
 
 @dataclass(frozen=True)
