@@ -155,19 +155,39 @@ def check_source_fits_table(spark: SparkSession, spec: WriteSpec, columns: Seque
         )
 
 
+def outside_condition_message(condition: str) -> str:
+    return (
+        f"the source has rows outside the partition being overwritten ({condition}); a write of "
+        "one partition replaces that partition only: select only its rows"
+    )
+
+
 def check_source_within_condition(df: DataFrame, condition: str) -> None:
     """Refuse a source with a row outside ``condition``: an overwrite of one partition must not write others.
 
     Spark's ``overwrite(condition)`` deletes what matches and appends every source row, wherever
     it falls (Iceberg does not check the added files against the filter). The check reads the
-    source once more, up to the first such row.
+    source once more, up to the first such row, so that the usual mistake fails before any file
+    is written; :func:`guarded_within_condition` keeps the write itself to the condition.
     """
     matches = user_sql.expression(condition, "overwrite condition")
     if df.filter(~F.coalesce(matches, F.lit(False))).limit(1).count():
-        raise SchemaMismatchError(
-            f"the source has rows outside the partition being overwritten ({condition}); a write of "
-            "one partition replaces that partition only: select only its rows"
-        )
+        raise SchemaMismatchError(outside_condition_message(condition))
+
+
+def guarded_within_condition(df: DataFrame, condition: str) -> DataFrame:
+    """``df`` as the write reads it, failing on the first row outside ``condition``.
+
+    The check above and the write are two scans of the source: a source read again on every
+    action (an Iceberg table another writer commits to, JDBC, a query of ``current_timestamp()``)
+    can return other rows the second time. The guard is in the written frame itself, so the rows
+    written are the rows checked: a row outside fails the write's Spark job before its commit,
+    and the table stays as it was. Spark cannot push the guard into a source (it raises), so it
+    is evaluated on every row the write reads.
+    """
+    matches = F.coalesce(user_sql.expression(condition, "overwrite condition"), F.lit(False))
+    guard = F.when(matches, F.lit(True)).otherwise(F.raise_error(F.lit(outside_condition_message(condition))))
+    return df.filter(guard)
 
 
 def check_validate_from(spark: SparkSession, spec: WriteSpec) -> None:
@@ -249,6 +269,7 @@ def write_table(
         check_validate_from(spark, spec)
         if spec.source_within_condition:
             check_source_within_condition(df, str(spec.condition))
+            df = guarded_within_condition(df, str(spec.condition))
     if spec.created_with_sql:
         properties = snapshot_properties_for(spec.write_options, commit_id, commit_properties)
         with_commit_properties(spark, properties, lambda: _create_with_sql(spark, spec, df))

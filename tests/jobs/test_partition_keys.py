@@ -6,6 +6,8 @@ snapshot wrote (ADDED or DELETED), read from the warehouse, not through Spark.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from airflow_iceberg.jobs.iceberg_job import run
@@ -220,6 +222,43 @@ def test_an_overwrite_by_key_refuses_rows_of_another_partition_and_changes_nothi
         )
 
     assert lake.state(table) == before
+
+
+def test_an_overwrite_by_key_whose_source_changes_after_its_check_commits_nothing(
+    spark, lake, table, tmp_path, monkeypatch
+):
+    """The check and the write are two scans: a source read again (an uncached Iceberg table another
+    writer commits to, JDBC) may hold another day's row by the write's. Injected: the row moves to
+    2024-01-05 the moment the check has passed."""
+    from pyspark.sql import functions as F
+
+    from airflow_iceberg.jobs import writes
+
+    write_table(spark, write_spec(table, "create", _events(HOURS), partition_by=("days(event_ts)",)))
+    before = lake.state(table)
+    moved = tmp_path / "moved"
+
+    def event_ts():
+        return datetime(2024, 1, 5, 12) if moved.exists() else datetime(2024, 1, 2, 12)
+
+    spark.udf.register("changing_event_ts", F.udf(event_ts, "timestamp").asNondeterministic())
+    checked = writes.check_source_within_condition
+
+    def check_then_commit_to_the_source(df, condition):
+        checked(df, condition)  # passes: the row is on 2024-01-02
+        moved.touch()
+
+    monkeypatch.setattr(writes, "check_source_within_condition", check_then_commit_to_the_source)
+    source = "SELECT 7 AS id, changing_event_ts() AS event_ts, 'eu' AS region"
+    condition = partition_condition("2024-01-02", "event_ts")
+
+    with pytest.raises(Exception, match="rows outside the partition being overwritten"):
+        write_table(
+            spark, write_spec(table, "overwrite", source, condition=condition, source_within_condition=True)
+        )
+
+    assert moved.exists()  # the check ran, and passed
+    assert lake.state(table) == before  # pyiceberg: no commit, rows and snapshots unchanged
 
 
 def read_table_rows(spark, table: str, condition: str) -> list[int]:
