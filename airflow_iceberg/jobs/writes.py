@@ -50,6 +50,7 @@ from airflow_iceberg.jobs.table_state import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 #: Table property without which Iceberg refuses a writer whose schema differs from the table's.
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
@@ -175,6 +176,33 @@ def check_source_within_condition(df: DataFrame, condition: str) -> None:
         raise SchemaMismatchError(outside_condition_message(condition))
 
 
+#: The types a partition key's range is read on; casts between them never fail or give NULL.
+_TIME_TYPES = {"date", "timestamp", "timestamp_ntz"}
+
+
+def as_table_types(df: DataFrame, table_schema: StructType) -> DataFrame:
+    """``df`` with each DATE or TIMESTAMP column cast to the time type of its table column.
+
+    The write casts the source to the table's types, a TIMESTAMP_NTZ into a TIMESTAMP column (or
+    the reverse) in the session's time zone: checked on its own type, a row can pass for one
+    partition and land in the next. Cast here, the check and the guard see the values written.
+    Other types are left to the write, whose own (ANSI) assignment rules refuse what cannot fit.
+    """
+    wanted = {field.name.lower(): field.dataType for field in table_schema.fields}
+    columns = []
+    for field in df.schema.fields:
+        column = F.col("`" + field.name.replace("`", "``") + "`")
+        target = wanted.get(field.name.lower())
+        if (
+            target is not None
+            and target != field.dataType
+            and {target.typeName(), field.dataType.typeName()} <= _TIME_TYPES
+        ):
+            column = column.cast(target).alias(field.name)
+        columns.append(column)
+    return df.select(*columns)
+
+
 def guarded_within_condition(df: DataFrame, condition: str) -> DataFrame:
     """``df`` as the write reads it, failing on the first row outside ``condition``.
 
@@ -268,6 +296,7 @@ def write_table(
         check_source_fits_table(spark, spec, df.columns)
         check_validate_from(spark, spec)
         if spec.source_within_condition:
+            df = as_table_types(df, spark.table(quote_identifier(spec.table)).schema)
             check_source_within_condition(df, str(spec.condition))
             df = guarded_within_condition(df, str(spec.condition))
     if spec.created_with_sql:

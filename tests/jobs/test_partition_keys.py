@@ -261,6 +261,61 @@ def test_an_overwrite_by_key_whose_source_changes_after_its_check_commits_nothin
     assert lake.state(table) == before  # pyiceberg: no commit, rows and snapshots unchanged
 
 
+@pytest.fixture
+def session_in_new_york(spark):
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    yield
+    spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+@pytest.mark.usefixtures("session_in_new_york")
+def test_an_overwrite_by_key_checks_the_source_as_the_timestamp_column_will_hold_it(spark, lake, table):
+    """A TIMESTAMP_NTZ source into a TIMESTAMP column is cast by the write in the session's zone:
+    22:00 on the 2nd in New York is 03:00 UTC on the 3rd. Checked on its own type, the row passed
+    for the 2nd, which the overwrite emptied, and landed in the 3rd."""
+    spark.sql(f"CREATE TABLE {table} (id INT, ts TIMESTAMP) USING iceberg PARTITIONED BY (days(ts))")
+    spark.sql(f"INSERT INTO {table} VALUES (1, TIMESTAMP'2024-01-02 12:00:00+00:00')")
+    before = lake.state(table)
+    source = "SELECT 2 AS id, TIMESTAMP_NTZ'2024-01-02 22:00:00' AS ts"
+    condition = partition_condition("2024-01-02", "ts")
+
+    with pytest.raises(SchemaMismatchError, match="rows outside the partition being overwritten"):
+        write_table(
+            spark, write_spec(table, "overwrite", source, condition=condition, source_within_condition=True)
+        )
+
+    assert lake.state(table) == before
+
+
+@pytest.mark.usefixtures("session_in_new_york")
+def test_an_overwrite_by_key_takes_a_row_its_timestamp_ntz_column_will_hold_in_that_partition(
+    spark, lake, table
+):
+    """The reverse: a TIMESTAMP source (02:00 UTC on the 3rd) into a TIMESTAMP_NTZ column is written
+    as 21:00 on the 2nd, the partition's own: it is taken, and replaces that partition only."""
+    spark.sql(f"CREATE TABLE {table} (id INT, ts TIMESTAMP_NTZ) USING iceberg PARTITIONED BY (days(ts))")
+    spark.sql(
+        f"INSERT INTO {table} VALUES (1, TIMESTAMP_NTZ'2024-01-02 12:00:00'), "
+        "(3, TIMESTAMP_NTZ'2024-01-03 12:00:00')"
+    )
+    source = "SELECT 2 AS id, TIMESTAMP'2024-01-03 02:00:00+00:00' AS ts"
+
+    write_table(
+        spark,
+        write_spec(
+            table,
+            "overwrite",
+            source,
+            condition=partition_condition("2024-01-02", "ts"),
+            source_within_condition=True,
+        ),
+    )
+
+    rows = sorted((row["id"], str(row["ts"])) for row in lake.load(table).scan().to_arrow().to_pylist())
+    assert rows == [(2, "2024-01-02 21:00:00"), (3, "2024-01-03 12:00:00")]  # pyiceberg
+
+
 def read_table_rows(spark, table: str, condition: str) -> list[int]:
     """The ids a read with ``condition`` as its filter returns (the read job's own path)."""
     from airflow_iceberg.jobs.reads import read_table
