@@ -66,6 +66,10 @@ fi
 # second setup needs no network.
 fetch_jar() {  # fetch_jar GROUP:ARTIFACT:VERSION JAR_PATH
   if [ ! -s "$2" ]; then
+    command -v mvn >/dev/null || {
+      echo "setup.sh: Maven (mvn) fetches $1 from Maven Central; install Maven 3 (apt: maven)" >&2
+      exit 1
+    }
     echo "==> fetching $1 from Maven Central"
     mvn -q -B dependency:copy -Dartifact="$1" -DoutputDirectory="$(dirname "$2")" \
       -Dmaven.repo.local="$PWD/.cache/m2"

@@ -210,12 +210,22 @@ def guarded_within_condition(df: DataFrame, condition: str) -> DataFrame:
     action (an Iceberg table another writer commits to, JDBC, a query of ``current_timestamp()``)
     can return other rows the second time. The guard is in the written frame itself, so the rows
     written are the rows checked: a row outside fails the write's Spark job before its commit,
-    and the table stays as it was. Spark cannot push the guard into a source (it raises), so it
-    is evaluated on every row the write reads.
+    and the table stays as it was. Spark takes ``raise_error`` for deterministic and would push
+    the guard below the source's own joins and filters, onto rows they drop. The
+    ``monotonically_increasing_id() < 0`` term, never true, makes the predicate nondeterministic,
+    which the optimizer keeps where it is (``rand() < 0`` would not do: Spark folds it to false).
     """
     matches = F.coalesce(user_sql.expression(condition, "overwrite condition"), F.lit(False))
-    guard = F.when(matches, F.lit(True)).otherwise(F.raise_error(F.lit(outside_condition_message(condition))))
+    kept_in_place = matches | (F.monotonically_increasing_id() < F.lit(0))
+    refusal = F.raise_error(F.lit(outside_condition_message(condition)))
+    guard = F.when(kept_in_place, F.lit(True)).otherwise(refusal)
     return df.filter(guard)
+
+
+def refused_outside_condition(error: Exception, spec: WriteSpec) -> SchemaMismatchError | None:
+    """The guard's failure, from inside the write's Spark job, as the check's own clear error."""
+    message = outside_condition_message(str(spec.condition))
+    return SchemaMismatchError(message) if spec.source_within_condition and message in str(error) else None
 
 
 def check_validate_from(spark: SparkSession, spec: WriteSpec) -> None:
@@ -306,7 +316,12 @@ def write_table(
         options = write_options_for(spec.write_options, commit_id, commit_properties, spec.merge_schema)
         # After every check; the task's identity lets a reset refuse to drop a neighbour's commit.
         with branch_for_commit(spark, spec.table, spec.branch, spec.reset_branch, commit_properties):
-            _write_frame(df, spec, options)
+            try:
+                _write_frame(df, spec, options)
+            except Exception as error:
+                if (refused := refused_outside_condition(error, spec)) is not None:
+                    raise refused from None
+                raise
     result = result_of_write(spark, spec.table, spec.mode, commit_id, ref=ref)
     return {**result, "branch": spec.branch} if spec.branch else result
 

@@ -252,13 +252,36 @@ def test_an_overwrite_by_key_whose_source_changes_after_its_check_commits_nothin
     source = "SELECT 7 AS id, changing_event_ts() AS event_ts, 'eu' AS region"
     condition = partition_condition("2024-01-02", "event_ts")
 
-    with pytest.raises(Exception, match="rows outside the partition being overwritten"):
+    with pytest.raises(SchemaMismatchError, match=r"^the source has rows outside the partition being over"):
         write_table(
             spark, write_spec(table, "overwrite", source, condition=condition, source_within_condition=True)
         )
 
     assert moved.exists()  # the check ran, and passed
     assert lake.state(table) == before  # pyiceberg: no commit, rows and snapshots unchanged
+
+
+def test_an_overwrite_by_key_of_a_joined_or_filtered_source_is_guarded_on_the_rows_it_writes(
+    spark, lake, table, new_table
+):
+    """Spark would push a guard it takes for deterministic below the source's join, onto a row of the
+    3rd the join drops, and refuse a source of the 2nd only (found by review)."""
+    staging, keep = new_table("staging"), new_table("keep")
+    write_table(spark, write_spec(staging, "create", _events(HOURS)))  # ids 1-4 on the 2nd, 5 on the 3rd
+    write_table(spark, write_spec(keep, "create", "SELECT * FROM VALUES (1), (2) AS v(id)"))
+    write_table(spark, write_spec(table, "create", _events(HOURS), partition_by=("days(event_ts)",)))
+    condition = partition_condition("2024-01-02", "event_ts")
+
+    for source in (
+        f"SELECT s.* FROM {staging} s JOIN {keep} k ON s.id = k.id",
+        f"SELECT * FROM {staging} WHERE id IN (SELECT id FROM {keep})",
+    ):
+        write_table(
+            spark, write_spec(table, "overwrite", source, condition=condition, source_within_condition=True)
+        )
+
+        rows = lake.load(table).scan().to_arrow().to_pylist()
+        assert sorted(row["id"] for row in rows) == [1, 2, 5], source  # pyiceberg: the 2nd replaced
 
 
 @pytest.fixture
