@@ -68,8 +68,15 @@ def connection(airflow_env, conn_id: str) -> dict:
     return json.loads(airflow_env[f"AIRFLOW_CONN_{conn_id.upper()}"])
 
 
-def pinned(requirements: str, package: str) -> str:
+def requirement_lines(requirements: str) -> str:
+    """A requirements file's text with the files it includes (``-r demo.txt``), as pip reads it."""
     text = (REPO / "requirements" / requirements).read_text()
+    included = re.findall(r"^-r\s+(\S+)", text, re.M)
+    return "\n".join([text, *(requirement_lines(name) for name in included)])
+
+
+def pinned(requirements: str, package: str) -> str:
+    text = requirement_lines(requirements)
     return re.search(rf"^{re.escape(package)}(?:\[[^\]]*\])?==(\S+)", text, re.M).group(1)
 
 
