@@ -192,7 +192,8 @@ def merge_into(
     # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
-        return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
+        reused = {"committed": True, **earlier, "reused_earlier_commit": True}
+        return {"table": spec.table, "branch": ref, **reused}
     commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, _merge_expressions(spec))
@@ -317,7 +318,8 @@ def delete_from(
     # The earlier try's commit is looked for first: a reset_branch would take it off the branch.
     earlier = earlier_commit(spark, spec.table, commit_id, ref=ref) if reuse_commit else None
     if earlier is not None:
-        return {"table": spec.table, "branch": ref, **earlier, "reused_earlier_commit": True}
+        reused = {"committed": True, **earlier, "reused_earlier_commit": True}
+        return {"table": spec.table, "branch": ref, **reused}
     commit_id = commit_id or new_commit_id()
     require_table(spark, spec.table)
     check_expressions(spark, [("delete condition", spec.condition)])

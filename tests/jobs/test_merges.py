@@ -79,6 +79,7 @@ def test_default_merge_is_an_upsert_and_a_retry_returns_the_earlier_commit(spark
 
     assert lake.state(table) == state
     assert retried["snapshot_id"] == first["snapshot_id"] and retried["reused_earlier_commit"] is True
+    assert retried["committed"] is True and first["committed"] is True  # the XCom says so either way
     assert [(r["id"], r["name"]) for r in lake.rows(table)] == [
         (1, "ann"),
         (2, "BOB"),
@@ -204,6 +205,7 @@ def test_delete_commits_with_the_commit_id_and_a_retry_returns_that_commit(spark
         reuse_commit=True,
     )
     assert retried["reused_earlier_commit"] is True and retried["snapshot_id"] == deleted["snapshot_id"]
+    assert retried["committed"] is True
 
 
 def test_a_delete_condition_that_is_one_parenthesised_name_is_a_condition_not_an_alias(spark, lake, table):
