@@ -163,6 +163,11 @@ def outside_condition_message(condition: str) -> str:
     )
 
 
+def rows_within(condition: str) -> Column:
+    """True for a row ``condition`` holds for; False, not NULL, where it is unknown."""
+    return F.coalesce(user_sql.expression(condition, "overwrite condition"), F.lit(False))
+
+
 def check_source_within_condition(df: DataFrame, condition: str) -> None:
     """Refuse a source with a row outside ``condition``: an overwrite of one partition must not write others.
 
@@ -171,8 +176,7 @@ def check_source_within_condition(df: DataFrame, condition: str) -> None:
     source once more, up to the first such row, so that the usual mistake fails before any file
     is written; :func:`guarded_within_condition` keeps the write itself to the condition.
     """
-    matches = user_sql.expression(condition, "overwrite condition")
-    if df.filter(~F.coalesce(matches, F.lit(False))).limit(1).count():
+    if df.filter(~rows_within(condition)).limit(1).count():
         raise SchemaMismatchError(outside_condition_message(condition))
 
 
@@ -215,8 +219,7 @@ def guarded_within_condition(df: DataFrame, condition: str) -> DataFrame:
     ``monotonically_increasing_id() < 0`` term, never true, makes the predicate nondeterministic,
     which the optimizer keeps where it is (``rand() < 0`` would not do: Spark folds it to false).
     """
-    matches = F.coalesce(user_sql.expression(condition, "overwrite condition"), F.lit(False))
-    kept_in_place = matches | (F.monotonically_increasing_id() < F.lit(0))
+    kept_in_place = rows_within(condition) | (F.monotonically_increasing_id() < F.lit(0))
     refusal = F.raise_error(F.lit(outside_condition_message(condition)))
     guard = F.when(kept_in_place, F.lit(True)).otherwise(refusal)
     return df.filter(guard)

@@ -369,8 +369,8 @@ class TableLineageMixin:
             )
         if commit.get("unkeyable_partitions"):
             self.log.warning(  # type: ignore[attr-defined]
-                "Partitions that no key can name apart from another get no event (%s): %s",
-                "rename the value or partition by a time transform",
+                "Partitions that no key can name apart from another get no event (rename the value "
+                "or partition by a time transform): %s",
                 commit["unkeyable_partitions"],
             )
         accessor = outlet_events[asset]

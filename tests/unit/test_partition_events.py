@@ -237,14 +237,20 @@ def test_airflow_attaches_no_per_event_keys_to_an_alias_event():
         OutletEventAccessors()[AssetAlias(ALIAS)].add_partitions("2024-01-02T05")
 
 
-def test_partition_events_put_one_key_per_changed_partition_on_the_tables_asset(hadoop_catalog):
-    append = IcebergAppendOperator(
+def _append_with_partition_events(conn_id: str, **arguments) -> IcebergAppendOperator:
+    """The append of db.events these tests run, announcing the partitions its commit changed."""
+    return IcebergAppendOperator(
         task_id="a",
         table="db.events",
-        iceberg_conn_id=hadoop_catalog,
+        iceberg_conn_id=conn_id,
         source_query="SELECT 1",
         partition_events=True,
+        **arguments,
     )
+
+
+def test_partition_events_put_one_key_per_changed_partition_on_the_tables_asset(hadoop_catalog):
+    append = _append_with_partition_events(hadoop_catalog)
     assert append.outlets == [AssetAlias(ALIAS)]  # parse time: no connection looked up
     events, argv = OutletEventAccessors(), []
     with _submit_returning(_commit(partition_keys=["2024-01-02T05", "2024-01-02T06"]), argv):
@@ -266,13 +272,7 @@ def test_partition_events_put_one_key_per_changed_partition_on_the_tables_asset(
 
 
 def test_partition_events_of_a_commit_without_keys_are_one_event_without_a_key(hadoop_catalog):
-    append = IcebergAppendOperator(
-        task_id="a",
-        table="db.events",
-        iceberg_conn_id=hadoop_catalog,
-        source_query="SELECT 1",
-        partition_events=True,
-    )
+    append = _append_with_partition_events(hadoop_catalog)
     events = OutletEventAccessors()
     with _submit_returning(_commit(partition_keys=[])):
         append.execute({"outlet_events": events})
@@ -296,14 +296,7 @@ def test_without_partition_events_a_commit_is_one_alias_event_and_no_keys_are_li
 
 
 def test_a_branch_commit_emits_no_partition_events(hadoop_catalog):
-    append = IcebergAppendOperator(
-        task_id="a",
-        table="db.events",
-        iceberg_conn_id=hadoop_catalog,
-        source_query="SELECT 1",
-        branch="audit",
-        partition_events=True,
-    )
+    append = _append_with_partition_events(hadoop_catalog, branch="audit")
     events = OutletEventAccessors()
     with _submit_returning(_commit(branch="audit")):
         append.execute({"outlet_events": events})
@@ -313,13 +306,7 @@ def test_a_branch_commit_emits_no_partition_events(hadoop_catalog):
 
 def test_keys_airflow_refuses_are_left_out_and_the_other_partitions_keep_their_events(hadoop_catalog):
     """An identity partition on '' or ' ' has a key Airflow's add_partitions refuses for all keys."""
-    append = IcebergAppendOperator(
-        task_id="a",
-        table="db.events",
-        iceberg_conn_id=hadoop_catalog,
-        source_query="SELECT 1",
-        partition_events=True,
-    )
+    append = _append_with_partition_events(hadoop_catalog)
     events = OutletEventAccessors()
     with _submit_returning(_commit(partition_keys=["", " ", "eu", "x" * 251, "us"])):
         append.execute({"outlet_events": events})
@@ -331,13 +318,7 @@ def test_keys_airflow_refuses_are_left_out_and_the_other_partitions_keep_their_e
 
 def test_partitions_no_key_can_name_apart_are_warned_of_and_the_others_keep_their_events(hadoop_catalog):
     """The job lists them (``unkeyable_partitions``: a value holding '|', the text 'null')."""
-    append = IcebergAppendOperator(
-        task_id="a",
-        table="db.events",
-        iceberg_conn_id=hadoop_catalog,
-        source_query="SELECT 1",
-        partition_events=True,
-    )
+    append = _append_with_partition_events(hadoop_catalog)
     events = OutletEventAccessors()
     unkeyable = ["region='eu|x', country='y': 'eu|x' holds '|', which joins a key's fields"]
     log = mock.MagicMock()
